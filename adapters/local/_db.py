@@ -1,0 +1,68 @@
+"""SQLite connections shared by the local store and queue: WAL, one connection per thread."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+BUSY_TIMEOUT_MS = 30_000
+
+
+class Database:
+    """Per-thread connections to one SQLite file, with ``BEGIN IMMEDIATE`` write transactions.
+
+    SQLite's file locks make transactions atomic across processes; WAL lets readers proceed
+    while one writer commits.
+    """
+
+    def __init__(self, path: str, schema: str) -> None:
+        self.path = path
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._guard = threading.Lock()
+        with self.write() as conn:
+            for statement in filter(None, (s.strip() for s in schema.split(";"))):
+                conn.execute(statement)
+
+    def connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                check_same_thread=False,
+            )
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+            with self._guard:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction taken at once (no lock upgrade deadlocks between processes)."""
+        conn = self.connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._guard:
+            conns, self._all = self._all, []
+        for conn in conns:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+        self._local = threading.local()

@@ -1,0 +1,43 @@
+"""The local provider: a store and a queue in SQLite files under one directory."""
+
+from __future__ import annotations
+
+import os
+
+from cronwarden.ports import Provider
+
+from .queue import SQLiteQueue
+from .store import SQLiteStore
+
+DEFAULT_PATH = os.path.join(".cronwarden", "state.db")
+
+
+class LocalProvider(Provider):
+    """State and queue in SQLite (``path``; the queue uses ``<path>-queue``).
+
+    Safe for several worker processes on one machine sharing the same files.
+    """
+
+    name = "local"
+
+    def __init__(self, path: str | None = None, *, max_deliveries: int = 10) -> None:
+        self.path = path or os.environ.get("CRONWARDEN_LOCAL_PATH") or DEFAULT_PATH
+        self._max_deliveries = max_deliveries
+        self._store: SQLiteStore | None = None
+        self._queue: SQLiteQueue | None = None
+
+    def store(self) -> SQLiteStore:
+        if self._store is None:
+            self._store = SQLiteStore(self.path)
+        return self._store
+
+    def queue(self) -> SQLiteQueue:
+        if self._queue is None:
+            self._queue = SQLiteQueue(self.path + "-queue", max_deliveries=self._max_deliveries)
+        return self._queue
+
+    def close(self) -> None:
+        for part in (self._store, self._queue):
+            if part is not None:
+                part.close()
+        self._store = self._queue = None

@@ -1,0 +1,214 @@
+"""SQLite implementation of the :class:`~cronwarden.ports.Queue` port.
+
+Messages live in one table; a receive marks rows invisible until ``visible_at`` and stamps a
+fresh receipt, so a settle from a receiver whose visibility ran out is ignored (another receiver
+owns the message now). Dead letters stay in the same table with ``dlq = 1``.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from cronwarden.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue
+
+from ._db import Database
+
+MAX_DELIVERIES_ATTRIBUTE = "cw-max-deliveries"
+_POLL_SECONDS = 0.05
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    message_id TEXT NOT NULL,
+    body BLOB NOT NULL,
+    attributes TEXT NOT NULL,
+    attempt INTEGER NOT NULL DEFAULT 0,
+    visible_at REAL NOT NULL,
+    enqueued_at REAL NOT NULL,
+    receipt TEXT,
+    dlq INTEGER NOT NULL DEFAULT 0,
+    reason TEXT, description TEXT, dead_lettered_at REAL
+);
+CREATE INDEX IF NOT EXISTS messages_ready ON messages (dlq, visible_at);
+CREATE TABLE IF NOT EXISTS dedup (dedup_id TEXT PRIMARY KEY, seen_at REAL NOT NULL)
+"""
+
+
+class SQLiteQueue(Queue):
+    """A durable queue in SQLite, safe for many worker processes.
+
+    ``max_deliveries``: deliveries without settlement before the queue dead-letters a message
+    itself (reason ``MaxDeliveryCountExceeded``); a message may lower or raise it with the
+    ``cw-max-deliveries`` attribute. ``dedup_window``: seconds a ``dedup_id`` is remembered.
+    """
+
+    def __init__(self, path: str, *, max_deliveries: int = 10, dedup_window: float = 600.0):
+        if max_deliveries < 1:
+            raise ValueError("max_deliveries must be at least 1")
+        self._db = Database(path, _SCHEMA)
+        self.max_deliveries = max_deliveries
+        self.dedup_window = dedup_window
+
+    def publish(
+        self,
+        body: bytes,
+        *,
+        attributes: Mapping[str, str] | None = None,
+        dedup_id: str | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        now = time.time()
+        with self._db.write() as conn:
+            if dedup_id is not None:
+                conn.execute("DELETE FROM dedup WHERE seen_at < ?", (now - self.dedup_window,))
+                inserted = conn.execute(
+                    "INSERT OR IGNORE INTO dedup VALUES (?, ?)", (dedup_id, now)
+                ).rowcount
+                if not inserted:
+                    return
+            conn.execute(
+                "INSERT INTO messages (message_id, body, attributes, visible_at, enqueued_at) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (
+                    dedup_id or secrets.token_hex(8),
+                    bytes(body),
+                    json.dumps(dict(attributes or {})),
+                    now + max(0.0, delay),
+                    now,
+                ),
+            )
+
+    def receive(
+        self, max_messages: int = 1, *, visibility: float = 60.0, wait: float = 0.0
+    ) -> list[Delivery]:
+        deadline = time.monotonic() + max(0.0, wait)
+        while True:
+            found = self._receive_now(max_messages, visibility)
+            if found or time.monotonic() >= deadline:
+                return found
+            time.sleep(min(_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
+
+    def _receive_now(self, max_messages: int, visibility: float) -> list[Delivery]:
+        now = time.time()
+        out: list[Delivery] = []
+        with self._db.write() as conn:
+            rows = conn.execute(
+                "SELECT seq, message_id, body, attributes, attempt, enqueued_at FROM messages "
+                "WHERE dlq = 0 AND visible_at <= ? ORDER BY visible_at, seq LIMIT ?",
+                (now, max_messages),
+            ).fetchall()
+            for seq, message_id, body, attributes, attempt, enqueued_at in rows:
+                attrs = json.loads(attributes)
+                limit = int(attrs.get(MAX_DELIVERIES_ATTRIBUTE, self.max_deliveries))
+                if attempt >= limit:
+                    conn.execute(
+                        "UPDATE messages SET dlq = 1, reason = ?, description = ?, "
+                        "dead_lettered_at = ?, receipt = NULL WHERE seq = ?",
+                        (
+                            "MaxDeliveryCountExceeded",
+                            f"not settled after {attempt} deliveries",
+                            now,
+                            seq,
+                        ),
+                    )
+                    continue
+                receipt = secrets.token_hex(8)
+                conn.execute(
+                    "UPDATE messages SET attempt = attempt + 1, visible_at = ?, receipt = ? "
+                    "WHERE seq = ?",
+                    (now + visibility, receipt, seq),
+                )
+                out.append(
+                    Delivery(
+                        message_id=message_id,
+                        body=bytes(body),
+                        attributes=attrs,
+                        attempt=attempt + 1,
+                        handle=(seq, receipt),
+                        enqueued_at=datetime.fromtimestamp(enqueued_at, UTC),
+                    )
+                )
+        return out
+
+    def _settle(self, delivery: Delivery, sql: str, *args: object) -> bool:
+        seq, receipt = delivery.handle
+        with self._db.write() as conn:
+            return bool(
+                conn.execute(sql + " WHERE seq = ? AND receipt = ?", (*args, seq, receipt)).rowcount
+            )
+
+    def ack(self, delivery: Delivery) -> None:
+        self._settle(delivery, "DELETE FROM messages")
+
+    def retry(self, delivery: Delivery, delay: float) -> None:
+        self._settle(
+            delivery,
+            "UPDATE messages SET visible_at = ?, receipt = NULL",
+            time.time() + max(0.0, delay),
+        )
+
+    def extend(self, delivery: Delivery, visibility: float) -> None:
+        self._settle(delivery, "UPDATE messages SET visible_at = ?", time.time() + visibility)
+
+    def dead_letter(self, delivery: Delivery, reason: str, description: str = "") -> None:
+        self._settle(
+            delivery,
+            "UPDATE messages SET dlq = 1, reason = ?, description = ?, dead_lettered_at = ?, "
+            "receipt = NULL",
+            reason,
+            description,
+            time.time(),
+        )
+
+    def dlq_depth(self) -> int:
+        (count,) = self._db.connection().execute(
+            "SELECT count(*) FROM messages WHERE dlq = 1"
+        ).fetchone()
+        return int(count)
+
+    def dlq_peek(self, limit: int = 10) -> list[DeadLetter]:
+        rows = self._db.connection().execute(
+            "SELECT message_id, body, attributes, reason, description, attempt, dead_lettered_at "
+            "FROM messages WHERE dlq = 1 ORDER BY dead_lettered_at, seq LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [
+            DeadLetter(
+                message_id=r[0],
+                body=bytes(r[1]),
+                attributes=json.loads(r[2]),
+                reason=r[3] or "",
+                description=r[4] or "",
+                attempts=r[5],
+                dead_lettered_at=datetime.fromtimestamp(r[6], UTC) if r[6] else None,
+            )
+            for r in rows
+        ]
+
+    def redrive(self, limit: int = 10) -> int:
+        if limit < 1:
+            raise ValueError("redrive limit must be at least 1")
+        now = time.time()
+        with self._db.write() as conn:
+            rows = conn.execute(
+                "SELECT seq, attributes FROM messages WHERE dlq = 1 "
+                "ORDER BY dead_lettered_at, seq LIMIT ?",
+                (limit,),
+            ).fetchall()
+            for seq, attributes in rows:
+                attrs = json.loads(attributes)
+                attrs[REDRIVE_ATTRIBUTE] = str(int(attrs.get(REDRIVE_ATTRIBUTE, "0")) + 1)
+                conn.execute(
+                    "UPDATE messages SET dlq = 0, attempt = 0, visible_at = ?, receipt = NULL, "
+                    "reason = NULL, description = NULL, dead_lettered_at = NULL, attributes = ? "
+                    "WHERE seq = ?",
+                    (now, json.dumps(attrs), seq),
+                )
+            return len(rows)
+
+    def close(self) -> None:
+        self._db.close()

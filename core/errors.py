@@ -1,0 +1,61 @@
+"""Every exception cronwarden raises on purpose derives from :class:`CronwardenError`."""
+
+from __future__ import annotations
+
+
+class CronwardenError(Exception):
+    """Base class of cronwarden's own errors."""
+
+
+class InvalidJobDefinition(CronwardenError, ValueError):
+    """A job was declared with a value that can never work (bad cron, unknown timezone, ...)."""
+
+
+class ConfigurationError(CronwardenError, ValueError):
+    """Provider configuration is missing or wrong."""
+
+
+class MalformedRunRequest(CronwardenError, ValueError):
+    """A queued run request cannot be understood; it is dead-lettered with this message."""
+
+
+class UnknownJob(MalformedRunRequest):
+    """A run request names a job the worker does not know."""
+
+
+class CommitConflict(CronwardenError):
+    """An atomic commit was refused because a precondition of one operation failed.
+
+    ``index`` is the position of the failing operation; ``reason`` is ``"exists"`` (create of an
+    existing record) or ``"version"`` (the record changed or vanished since it was read).
+    Nothing of the commit was applied.
+    """
+
+    def __init__(self, index: int, reason: str, detail: str = "") -> None:
+        self.index = index
+        self.reason = reason
+        super().__init__(f"commit refused at op {index}: {reason}{': ' + detail if detail else ''}")
+
+
+class StoreUnavailable(CronwardenError):
+    """The store could not be reached; the outcome of the last commit is unknown."""
+
+
+class RunInterrupted(CronwardenError):
+    """Base of the errors ``ctx`` raises to stop a handler cooperatively."""
+
+
+class LeaseLost(RunInterrupted):
+    """This worker no longer owns the run: another owner took it over (fencing refused a write)."""
+
+
+class Cancelled(RunInterrupted):
+    """The run was asked to stop (shutdown, or it passed its max runtime)."""
+
+
+class FingerprintMismatch(CronwardenError):
+    """The same idempotency key was used with different input."""
+
+
+class OverlapError(CronwardenError):
+    """A job with overlap policy ``fail`` was triggered while another run held its lock."""

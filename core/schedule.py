@@ -1,0 +1,94 @@
+"""A 5-field cron schedule in an IANA timezone; windows are computed DST-correctly (cronsim).
+
+Windows are the scheduled fire instants, returned as aware UTC datetimes. A local time skipped by
+a DST jump fires once at the first valid instant after it; a repeated local time fires once (the
+first occurrence), following cronsim's semantics (which match those of Debian cron / healthchecks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+
+from .errors import InvalidJobDefinition
+
+_ONE_SECOND = timedelta(seconds=1)
+
+
+def utc(dt: datetime) -> datetime:
+    """``dt`` as an aware UTC datetime; naive datetimes are refused (ambiguous)."""
+    if dt.tzinfo is None:
+        raise ValueError(f"naive datetime {dt.isoformat()} is ambiguous: pass an aware datetime")
+    return dt.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """``cron`` (minute hour day-of-month month day-of-week) evaluated in ``timezone``."""
+
+    cron: str
+    timezone: str = "UTC"
+    _tz: ZoneInfo = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        fields = self.cron.split()
+        if len(fields) != 5:
+            raise InvalidJobDefinition(
+                f"cron {self.cron!r}: expected 5 fields (minute hour day month weekday), "
+                f"got {len(fields)}"
+            )
+        try:
+            tz = ZoneInfo(self.timezone)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise InvalidJobDefinition(
+                f"timezone {self.timezone!r} is not a known IANA timezone (e.g. 'Europe/Berlin')"
+            ) from exc
+        try:
+            next(CronSim(self.cron, datetime(2000, 1, 1, tzinfo=tz)))
+        except CronSimError as exc:
+            raise InvalidJobDefinition(f"cron {self.cron!r}: {exc}") from exc
+        except StopIteration as exc:  # e.g. "0 0 30 2 *": February 30th never comes
+            raise InvalidJobDefinition(f"cron {self.cron!r} never fires") from exc
+        object.__setattr__(self, "_tz", tz)
+
+    @property
+    def tz(self) -> ZoneInfo:
+        return self._tz
+
+    def next_after(self, when: datetime) -> datetime:
+        """The first window strictly after ``when`` (UTC)."""
+        return utc(next(CronSim(self.cron, utc(when).astimezone(self._tz))))
+
+    def floor(self, when: datetime) -> datetime:
+        """The latest window at or before ``when`` (UTC): maps any tick time to its window."""
+        start = utc(when).replace(microsecond=0) + _ONE_SECOND
+        return utc(next(CronSim(self.cron, start.astimezone(self._tz), reverse=True)))
+
+    def windows(self, start: datetime, end: datetime) -> Iterator[datetime]:
+        """Windows ``w`` with ``start <= w <= end``, oldest first."""
+        end = utc(end)
+        current = utc(start) - _ONE_SECOND
+        for local in CronSim(self.cron, current.astimezone(self._tz)):
+            window = utc(local)
+            if window > end:
+                return
+            yield window
+
+    def interval_at(self, when: datetime) -> timedelta:
+        """The gap between the window at/before ``when`` and the next one."""
+        window = self.floor(when)
+        return self.next_after(window) - window
+
+    def is_window(self, when: datetime) -> bool:
+        return self.floor(when) == utc(when)
+
+    def describe(self) -> str:
+        try:
+            text = str(CronSim(self.cron, datetime.now(self._tz)).explain())
+        except Exception:  # explain() is best effort; the cron itself was validated
+            text = self.cron
+        return f"{text} ({self.timezone})"

@@ -1,0 +1,79 @@
+"""Developer and CI sessions.
+
+``tests`` builds the wheel and runs the suite against the *installed wheel*, so CI proves that
+the packaging (the ``core/`` → ``cronwarden`` mapping) works, not only an editable checkout.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import tempfile
+
+import nox
+
+nox.options.sessions = ["tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+PYTHON = "3.11"
+TEST_EXTRAS = "dev,gcp,azure,emulators"
+
+
+def _build_wheel(session: nox.Session) -> str:
+    out = tempfile.mkdtemp(prefix="cronwarden-wheel-")
+    session.run("python", "-m", "build", "--wheel", "--outdir", out, silent=True)
+    wheels = glob.glob(os.path.join(out, "cronwarden-*.whl"))
+    if len(wheels) != 1:
+        session.error(f"expected one wheel in {out}, found {wheels}")
+    return wheels[0]
+
+
+def _install_wheel(session: nox.Session, extras: str) -> None:
+    session.install("build")
+    wheel = _build_wheel(session)
+    session.install("--force-reinstall", "--no-deps", wheel)
+    session.install(f"{wheel}[{extras}]")
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """The test suite, against the built wheel (also proves the wheel imports cleanly)."""
+    _install_wheel(session, TEST_EXTRAS)
+    # Run from a neutral directory so nothing can import the source folders by accident.
+    session.run(
+        "python", "-c",
+        "import cronwarden, cronwarden.adapters.local, cronwarden.emulators, sys;"
+        "assert 'site-packages' in cronwarden.__file__, cronwarden.__file__;"
+        "print('wheel ok:', cronwarden.__file__)",
+    )
+    session.run("pytest", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff: lint and formatting check."""
+    session.install("ruff>=0.6")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session(python=PYTHON)
+def types(session: nox.Session) -> None:
+    """mypy --strict over the installed package (core, adapters, emulators)."""
+    _install_wheel(session, TEST_EXTRAS)
+    session.run("mypy", "-p", "cronwarden")
+
+
+@nox.session(python=PYTHON)
+def editable(session: nox.Session) -> None:
+    """The README's install path: an editable install imports and runs the example."""
+    session.install("-e", ".")
+    tmp = tempfile.mkdtemp(prefix="cronwarden-editable-")
+    try:
+        session.run(
+            "cronwarden", "run", "examples/nightly_export.py", "--once",
+            env={"CRONWARDEN_LOCAL_PATH": os.path.join(tmp, "state.db")},
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,51 @@
+"""The backends every conformance test runs against.
+
+Each entry is a context-manager factory yielding a fresh, empty ``Store`` or ``Queue``. A new
+adapter registers here and must pass ``tests/conformance`` unchanged. Factories of cloud adapters
+start their emulators once per session (see ``tests/conftest.py``) and isolate tests by
+resetting state or using a fresh namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cronwarden.ports import Queue, Store
+
+StoreFactory = Callable[[pytest.FixtureRequest, Path], AbstractContextManager[Store]]
+QueueFactory = Callable[..., AbstractContextManager[Queue]]
+
+
+@contextmanager
+def sqlite_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    from cronwarden.adapters.local import SQLiteStore
+
+    store = SQLiteStore(str(tmp_path / "state.db"))
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def sqlite_queue(
+    request: pytest.FixtureRequest, tmp_path: Path, *, max_deliveries: int = 3, **_: Any
+) -> Iterator[Queue]:
+    from cronwarden.adapters.local import SQLiteQueue
+
+    queue = SQLiteQueue(str(tmp_path / "queue.db"), max_deliveries=max_deliveries)
+    try:
+        yield queue
+    finally:
+        queue.close()
+
+
+STORES: dict[str, StoreFactory] = {"sqlite": sqlite_store}
+QUEUES: dict[str, QueueFactory] = {"sqlite": sqlite_queue}
+# Markers applied to each backend's parameter (e.g. "gcp" backends carry pytest.mark.gcp).
+MARKS: dict[str, list[pytest.MarkDecorator]] = {"sqlite": []}

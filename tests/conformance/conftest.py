@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cronwarden.ports import Queue, Store
+from tests.backends import MARKS, QUEUES, STORES
+
+
+@pytest.fixture(params=[pytest.param(n, marks=MARKS.get(n, [])) for n in STORES])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    with STORES[request.param](request, tmp_path) as s:
+        yield s
+
+
+@pytest.fixture(params=[pytest.param(n, marks=MARKS.get(n, [])) for n in QUEUES])
+def queue_factory(request: pytest.FixtureRequest, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Call with keyword options (``max_deliveries``) to get a context manager of a fresh queue."""
+
+    def make(**options):  # type: ignore[no-untyped-def]
+        return QUEUES[request.param](request, tmp_path, **options)
+
+    return make
+
+
+@pytest.fixture
+def queue(queue_factory) -> Iterator[Queue]:  # type: ignore[no-untyped-def]
+    with queue_factory(max_deliveries=3) as q:
+        yield q

@@ -1,0 +1,6 @@
+"""Shared fixtures. Emulator fixtures come from plugins shipped in ``cronwarden.emulators``."""
+
+from __future__ import annotations
+
+pytest_plugins: list[str] = [
+]
