@@ -53,9 +53,17 @@ class Cancelled(RunInterrupted):
     """The run was asked to stop (shutdown, or it passed its max runtime)."""
 
 
-class FingerprintMismatch(CronwardenError):
-    """The same idempotency key was used with different input."""
-
-
 class OverlapError(CronwardenError):
     """A job with overlap policy ``fail`` was triggered while another run held its lock."""
+
+
+class PermanentError(CronwardenError):
+    """Raise from a handler when retrying cannot help: the run is dead-lettered at once."""
+
+
+class PayloadMismatch(PermanentError):
+    """A run key arrived again with a different payload than the one it was first run with."""
+
+
+class FingerprintMismatch(PermanentError):
+    """The same idempotency key was used with different input."""

@@ -66,12 +66,14 @@ class Delete:
 
 @dataclass(frozen=True)
 class Merge:
-    """Upsert without a precondition: set ``fields``, add ``increments`` to numeric fields
-    (missing fields count as 0). Other fields of an existing record are kept."""
+    """Upsert without a precondition: set ``fields``, add ``increments`` to integer fields
+    (missing fields count as 0), and raise integer fields to at least ``maximums`` (missing
+    fields take the value). Other fields of an existing record are kept."""
 
     key: Key
     fields: Mapping[str, Any] = field(default_factory=dict)
     increments: Mapping[str, int] = field(default_factory=dict)
+    maximums: Mapping[str, int] = field(default_factory=dict)
 
 
 Op = Create | Update | Delete | Merge

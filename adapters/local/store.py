@@ -73,6 +73,9 @@ class SQLiteStore(Store):
                     data.update(op.fields)
                     for name, amount in op.increments.items():
                         data[name] = int(data.get(name) or 0) + amount
+                    for name, floor in op.maximums.items():
+                        current = data.get(name)
+                        data[name] = floor if current is None else max(int(current), floor)
                 conn.execute(
                     "INSERT OR REPLACE INTO records (kind, job, id, data, version) "
                     "VALUES (?, ?, ?, ?, ?)",

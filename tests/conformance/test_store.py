@@ -220,3 +220,13 @@ def test_max_commit_ops_is_honoured(store: Store) -> None:
                 range(store.max_commit_ops + 1)]
     with pytest.raises(ValueError, match="limit"):
         store.commit(too_many)
+
+
+def test_merge_maximums_only_raise(store: Store) -> None:
+    store.commit([Merge(STATUS_KEY, {"status": "succeeded"}, maximums={"last_ok": 1_800_000_000})])
+    store.commit([Merge(STATUS_KEY, {"status": "succeeded"}, maximums={"last_ok": 1_700_000_000})])
+    record = store.get(STATUS_KEY)
+    assert record is not None and record.data["last_ok"] == 1_800_000_000
+    store.commit([Merge(STATUS_KEY, {}, maximums={"last_ok": 1_900_000_000})])
+    record = store.get(STATUS_KEY)
+    assert record is not None and record.data["last_ok"] == 1_900_000_000

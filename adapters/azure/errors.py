@@ -1,0 +1,14 @@
+"""Errors of the Azure adapter."""
+
+from __future__ import annotations
+
+from cronwarden.errors import CronwardenError
+
+
+class TableLimitError(CronwardenError, ValueError):
+    """A record breaks a limit of Azure Table Storage (key characters or size, property size,
+    property count, entity size).
+
+    Raised before anything is sent, also against Azurite, which accepts more than Azure does:
+    a commit that passes on the emulator must not fail in production.
+    """

@@ -1,0 +1,185 @@
+"""The lease a run holds while it executes: fenced writes and background renewal.
+
+A run owns two records: its run record (carrying the fence) and the job's lock record (the
+overlap guard). :class:`Lease` is the only code that writes them while the run is live. Every
+write is one atomic commit that compare-and-sets *both* records against the versions this
+owner last wrote and extends the lease, so:
+
+* a progress write (checkpoint, ledger batch) doubles as a renewal, and
+* an owner whose lease was taken over (its versions are stale) can write nothing: the commit
+  is refused, the lease is marked lost and :class:`~cronwarden.errors.LeaseLost` is raised.
+
+The :class:`LeaseKeeper` thread renews when no write happened for a third of the TTL, stops
+renewing once the run passes its max runtime (the handler is then asked to stop, and the lease
+runs out so another worker can take over), and marks the lease lost when renewal is refused or
+when the lease expires because the store could not be reached.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from .errors import Cancelled, CommitConflict, LeaseLost, RunInterrupted
+from .ports import Key, Op, Store, Update, Version
+from .records import iso
+
+Clock = Callable[[], datetime]
+
+
+class Lease:
+    """Versions and data of the run and lock records owned by one execution."""
+
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        ttl: timedelta,
+        run_key: Key,
+        run_data: dict[str, Any],
+        run_version: Version,
+        lock_key: Key,
+        lock_data: dict[str, Any],
+        lock_version: Version,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.ttl = ttl
+        self.run_key, self.run_data, self.run_version = run_key, run_data, run_version
+        self.lock_key, self.lock_data, self.lock_version = lock_key, lock_data, lock_version
+        self.mutex = threading.RLock()
+        self.stop_event = threading.Event()
+        self._interruption: RunInterrupted | None = None
+        self.last_write = clock()
+        self.renewals = 0
+
+    # -- cancellation -----------------------------------------------------------------------
+    @property
+    def interruption(self) -> RunInterrupted | None:
+        return self._interruption
+
+    @property
+    def lost(self) -> bool:
+        return isinstance(self._interruption, LeaseLost)
+
+    def interrupt(self, error: RunInterrupted) -> None:
+        """Ask the handler to stop; the first reason wins, except that lease loss overrides."""
+        with self.mutex:
+            if self._interruption is None or isinstance(error, LeaseLost):
+                self._interruption = error
+        self.stop_event.set()
+
+    def check(self) -> None:
+        if self._interruption is not None:
+            raise self._interruption
+
+    # -- writes -----------------------------------------------------------------------------
+    def write(self, run_changes: dict[str, Any], extra: Sequence[Op] = ()) -> list[Version]:
+        """Fenced commit: CAS run + lock (lease extended), plus ``extra`` ops, atomically.
+
+        Returns the versions of ``extra``. Raises LeaseLost (and marks the lease lost) when
+        either record changed under us.
+        """
+        with self.mutex:
+            if self.lost:
+                raise self._interruption  # type: ignore[misc]
+            expires = iso(self.clock() + self.ttl)
+            run_data = {**self.run_data, **run_changes, "lease_expires": expires}
+            lock_data = {**self.lock_data, "lease_expires": expires}
+            ops: list[Op] = [
+                Update(self.run_key, run_data, self.run_version),
+                Update(self.lock_key, lock_data, self.lock_version),
+                *extra,
+            ]
+            try:
+                versions = self.store.commit(ops)
+            except CommitConflict as exc:
+                if exc.index <= 1:
+                    lost = LeaseLost(
+                        f"lease on {self.run_data.get('run_key')} was taken over "
+                        f"(fence {self.run_data.get('fence')})"
+                    )
+                    self.interrupt(lost)
+                    raise lost from exc
+                raise
+            self.run_data, self.run_version = run_data, versions[0]
+            self.lock_data, self.lock_version = lock_data, versions[1]
+            self.last_write = self.clock()
+            return versions[2:]
+
+    def renew(self) -> None:
+        self.write({})
+        self.renewals += 1
+
+    def expires_at(self) -> datetime:
+        return self.last_write + self.ttl
+
+
+class LeaseKeeper(threading.Thread):
+    """Renews ``lease`` in the background until :meth:`stop` is called.
+
+    ``max_runtime``: after this long the keeper interrupts the run with
+    :class:`~cronwarden.errors.Cancelled` and stops renewing. ``on_renew`` is called after
+    each renewal (e.g. to extend the queue delivery's visibility).
+    """
+
+    def __init__(
+        self,
+        lease: Lease,
+        *,
+        max_runtime: timedelta,
+        interval: float,
+        on_renew: Callable[[], None] | None = None,
+        on_lost: Callable[[LeaseLost], None] | None = None,
+    ) -> None:
+        super().__init__(name="cronwarden-lease", daemon=True)
+        self.lease = lease
+        self.max_runtime = max_runtime
+        self.interval = max(0.05, interval)
+        self.on_renew = on_renew
+        self.on_lost = on_lost
+        self.started_at = lease.clock()
+        self._halt = threading.Event()
+
+    def stop(self) -> None:
+        self._halt.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join()
+
+    def run(self) -> None:
+        lease = self.lease
+        while not self._halt.wait(self._next_wait()):
+            now = lease.clock()
+            if now - self.started_at > self.max_runtime:
+                lease.interrupt(Cancelled(f"run exceeded its max runtime of {self.max_runtime}"))
+                return
+            if now - lease.last_write < timedelta(seconds=self.interval):
+                continue  # a progress write renewed the lease recently
+            try:
+                with lease.mutex:
+                    if self._halt.is_set():
+                        return
+                    lease.renew()
+            except LeaseLost as exc:
+                if self.on_lost:
+                    self.on_lost(exc)
+                return
+            except Exception as exc:  # store unreachable: retry until the lease runs out
+                if lease.clock() >= lease.expires_at():
+                    lost = LeaseLost(f"lease expired while the store was unreachable: {exc}")
+                    lease.interrupt(lost)
+                    if self.on_lost:
+                        self.on_lost(lost)
+                    return
+                continue
+            if self.on_renew:
+                try:
+                    self.on_renew()
+                except Exception:  # noqa: S112 - visibility is best effort
+                    continue
+
+    def _next_wait(self) -> float:
+        since = (self.lease.clock() - self.lease.last_write).total_seconds()
+        return max(0.02, min(self.interval, self.interval - since))

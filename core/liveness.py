@@ -1,0 +1,239 @@
+"""The liveness watcher: alerts on the *absence* of success, not only on errors.
+
+One store query reads every job's status record; the watcher compares them with the job
+definitions and the clock and raises conditions:
+
+* ``missed``   no success for the latest window that is due (window + grace has passed);
+* ``failing``  ``failure_threshold`` consecutive failures;
+* ``stuck``    running longer than its max runtime;
+* ``skipping`` ``skip_threshold`` lock-held skips since the last success (a lock that never frees);
+* ``dead_letters`` messages waiting in the dead-letter queue.
+
+Alert state lives in the status records, so alerts fire on transitions only and recoveries are
+announced, whichever process runs the watcher next.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from .durations import format_duration
+from .jobs import Job, JobSet
+from .logs import get_logger
+from .model import format_window
+from .notify import LogNotifier, Notifier
+from .ports import STATUS, Merge, Queue, Record, Store
+from .records import iso, parse_iso, status_key_of
+from .redaction import redact
+
+WATCHER_RECORD = "_watcher"  #: status record of the watcher itself (queue-wide alerts)
+
+
+class Condition(enum.StrEnum):
+    MISSED = "missed"
+    FAILING = "failing"
+    STUCK = "stuck"
+    SKIPPING = "skipping"
+    DEAD_LETTERS = "dead_letters"
+
+
+@dataclass(frozen=True)
+class Alert:
+    job: str
+    kind: Condition
+    firing: bool  #: False for a recovery notice
+    text: str
+    last_success: datetime | None = None
+    expected_next: datetime | None = None
+    first_check: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "job": self.job, "alert": self.kind.value,
+            "state": "firing" if self.firing else "recovered",
+            "last_success": self.last_success.isoformat() if self.last_success else None,
+            "expected_next": self.expected_next.isoformat() if self.expected_next else None,
+            "first_check": self.first_check, **self.extra,
+        }
+
+
+@dataclass
+class JobHealth:
+    """Everything the watcher knows about one job, for ``status`` and ``check``."""
+
+    job: Job
+    status: dict[str, Any]
+    conditions: dict[Condition, Alert]
+    last_success: datetime | None
+    last_success_window: datetime | None
+    expected_next: datetime
+
+    @property
+    def healthy(self) -> bool:
+        return not self.conditions
+
+
+@dataclass
+class Report:
+    jobs: list[JobHealth]
+    dlq_depth: int | None
+    active: list[Alert]
+    fired: list[Alert]
+    recovered: list[Alert]
+
+    @property
+    def ok(self) -> bool:
+        return not self.active
+
+
+def _fmt(when: datetime | None) -> str:
+    return when.strftime("%Y-%m-%d %H:%M UTC") if when else "never"
+
+
+class Watcher:
+    """Evaluates liveness of ``jobs`` from ``store`` (and the DLQ depth of ``queue``)."""
+
+    def __init__(
+        self,
+        jobs: JobSet,
+        store: Store,
+        queue: Queue | None = None,
+        *,
+        notifiers: Sequence[Notifier] | None = None,
+        clock: Any = None,
+    ) -> None:
+        self.jobs = jobs
+        self.store = store
+        self.queue = queue
+        self.notifiers = list(notifiers) if notifiers is not None else [LogNotifier()]
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.log = get_logger("watcher")
+
+    # -- pure evaluation --------------------------------------------------------------------
+    def evaluate(self, statuses: Iterable[Record], now: datetime, dlq_depth: int | None
+                 ) -> tuple[list[JobHealth], dict[str, Any]]:
+        by_job = {r.key.job: r.data for r in statuses}
+        health = [self._job_health(job, by_job.get(job.name, {}), now) for job in self.jobs]
+        return health, by_job.get(WATCHER_RECORD, {})
+
+    def _job_health(self, job: Job, status: dict[str, Any], now: datetime) -> JobHealth:
+        conditions: dict[Condition, Alert] = {}
+        last_ts = status.get("last_success_window_ts")
+        last_window = datetime.fromtimestamp(last_ts, UTC) if isinstance(last_ts, int) else None
+        last_success = parse_iso(status.get("last_success_at"))
+        expected_next = job.schedule.next_after(now)
+        first_seen = parse_iso(status.get("first_seen_at")) or now
+        grace = job.grace_at(now)
+        due = job.schedule.floor(now - grace)
+        common = {"last_success": last_success, "expected_next": expected_next}
+
+        if due >= job.schedule.floor(first_seen) and (last_window is None or last_window < due):
+            if due > first_seen or last_window is not None:
+                conditions[Condition.MISSED] = Alert(
+                    job.name, Condition.MISSED, True,
+                    f"{job.name} missed: no success for the {format_window(due)} window "
+                    f"(grace {format_duration(grace)}); last success {_fmt(last_success)}, "
+                    f"next run expected {_fmt(expected_next)}. First check: is the scheduler "
+                    "firing (Cloud Scheduler job / timer trigger / `cronwarden run`) and is a "
+                    "worker consuming the queue? Then the lock record and recent deploys.",
+                    first_check="scheduler and worker", extra={"window": format_window(due)},
+                    **common,
+                )
+        failures = int(status.get("consecutive_failures") or 0)
+        if failures >= job.liveness.failure_threshold:
+            error = redact(str(status.get("error_snippet") or status.get("last_error") or "?"))
+            conditions[Condition.FAILING] = Alert(
+                job.name, Condition.FAILING, True,
+                f"{job.name} failing: {failures} consecutive failures; last error: {error}. "
+                f"Last success {_fmt(last_success)}, next run expected {_fmt(expected_next)}. "
+                "First check: the error above, recent deploys, expired secrets or credentials.",
+                first_check="last error", extra={"consecutive_failures": failures}, **common,
+            )
+        started = parse_iso(status.get("started_at"))
+        if status.get("status") == "running" and started and now - started > job.max_runtime:
+            conditions[Condition.STUCK] = Alert(
+                job.name, Condition.STUCK, True,
+                f"{job.name} stuck: run {status.get('run_id')} ({status.get('run_key')}) has "
+                f"been running for {format_duration(now - started)}, over its max runtime of "
+                f"{format_duration(job.max_runtime)}. First check: the logs of run_id "
+                f"{status.get('run_id')} on {status.get('owner', '?')}; its lease expires at "
+                f"{status.get('lease_expires', '?')} and another worker can then take over.",
+                first_check="worker logs for the run id", extra={"run_id": status.get("run_id")},
+                **common,
+            )
+        skips = int(status.get("skips_since_success") or 0)
+        if skips >= job.liveness.skip_threshold:
+            conditions[Condition.SKIPPING] = Alert(
+                job.name, Condition.SKIPPING, True,
+                f"{job.name} skipping: {skips} runs skipped since the last success because the "
+                f"lock was held (last by {status.get('last_skip_owner') or '?'}). First check: "
+                "the lock record and whether its owner is still alive.",
+                first_check="lock record", extra={"skips": skips}, **common,
+            )
+        return JobHealth(job, status, conditions, last_success, last_window, expected_next)
+
+    # -- checking with transitions ----------------------------------------------------------
+    def check(self) -> Report:
+        """Evaluate, notify transitions, persist alert state. One status query (+ DLQ depth)."""
+        now = self.clock()
+        statuses = self.store.query(STATUS)
+        depth = self.queue.dlq_depth() if self.queue is not None else None
+        health, watcher_status = self.evaluate(statuses, now, depth)
+        fired: list[Alert] = []
+        recovered: list[Alert] = []
+        active: list[Alert] = []
+        for item in health:
+            previous = set(item.status.get("alerts") or [])
+            current = {c.value for c in item.conditions}
+            active.extend(item.conditions.values())
+            new = [a for c, a in item.conditions.items() if c.value not in previous]
+            gone = [self._recovery(item, Condition(c)) for c in sorted(previous - current)
+                    if c in Condition.__members__.values()]
+            fired += new
+            recovered += gone
+            fields: dict[str, Any] = {}
+            if current != previous:
+                fields.update(alerts=sorted(current), alerts_updated_at=iso(now))
+            if "first_seen_at" not in item.status:
+                fields["first_seen_at"] = iso(now)
+                fields.setdefault("job_name", item.job.name)
+            if fields:
+                self.store.commit([Merge(status_key_of(item.job.name), fields)])
+        if depth is not None:
+            had = bool(watcher_status.get("alerts"))
+            if depth > 0:
+                alert = Alert(
+                    WATCHER_RECORD, Condition.DEAD_LETTERS, True,
+                    f"{depth} message(s) waiting in the dead-letter queue. First check: "
+                    "`cronwarden dlq list` for the reasons; fix the cause, then "
+                    "`cronwarden dlq redrive`.",
+                    first_check="cronwarden dlq list", extra={"dlq_depth": depth},
+                )
+                active.append(alert)
+                if not had:
+                    fired.append(alert)
+            elif had:
+                recovered.append(Alert(WATCHER_RECORD, Condition.DEAD_LETTERS, False,
+                                       "dead-letter queue is empty again"))
+            if had != (depth > 0):
+                self.store.commit([Merge(status_key_of(WATCHER_RECORD), {
+                    "alerts": [Condition.DEAD_LETTERS.value] if depth > 0 else [],
+                    "alerts_updated_at": iso(now), "dlq_depth": depth,
+                })])
+        for alert in fired + recovered:
+            for notifier in self.notifiers:
+                notifier.notify(alert)
+        return Report(health, depth, active, fired, recovered)
+
+    def _recovery(self, item: JobHealth, kind: Condition) -> Alert:
+        return Alert(
+            item.job.name, kind, False,
+            f"{item.job.name} recovered from {kind.value}; last success "
+            f"{_fmt(item.last_success)}, next run expected {_fmt(item.expected_next)}.",
+            last_success=item.last_success, expected_next=item.expected_next,
+        )

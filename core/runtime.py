@@ -1,0 +1,122 @@
+"""Running jobs in one process: a scheduler that plays the cloud scheduler, and worker threads.
+
+This is the embedded local provider's host, and the schedule driver tests use to play Cloud
+Scheduler or the Azure timer against emulators (give it that provider's trigger and workers).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from .engine import Engine, EngineSettings
+from .jobs import JobSet
+from .liveness import Watcher
+from .logs import get_logger
+from .ports import Provider
+from .schedule import utc
+from .trigger import Trigger, Worker
+
+log = get_logger("runtime")
+Clock = Callable[[], datetime]
+
+
+class Scheduler(threading.Thread):
+    """Fires each job's windows as they come due, through ``tick(job_name, fire_time)``."""
+
+    def __init__(
+        self, jobs: JobSet, tick: Callable[[str, datetime], object], stop: threading.Event,
+        *, clock: Clock | None = None, max_sleep: float = 30.0,
+    ) -> None:
+        super().__init__(name="cronwarden-scheduler", daemon=True)
+        self.jobs = jobs
+        self.tick = tick
+        self.stop_event = stop
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.max_sleep = max_sleep
+        now = self.clock()
+        self.next_fire = {job.name: job.schedule.next_after(now) for job in jobs}
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            now = utc(self.clock())
+            for name, when in sorted(self.next_fire.items(), key=lambda kv: kv[1]):
+                if when <= now:
+                    try:
+                        self.tick(name, when)
+                    except Exception as exc:
+                        log.error("scheduler tick for %s failed: %s", name, exc,
+                                  extra={"event": "scheduler.error", "job": name})
+                    self.next_fire[name] = self.jobs[name].schedule.next_after(when)
+            wait = (min(self.next_fire.values()) - utc(self.clock())).total_seconds()
+            self.stop_event.wait(max(0.05, min(self.max_sleep, wait)))
+
+
+class LocalRunner:
+    """Scheduler + worker pool + (optionally) the watcher, in one process."""
+
+    def __init__(
+        self, jobs: JobSet, provider: Provider, *, workers: int = 2,
+        settings: EngineSettings | None = None,
+    ) -> None:
+        self.jobs = jobs
+        self.provider = provider
+        self.store = provider.store()
+        self.queue = provider.queue()
+        self.engine = Engine(jobs, self.store, settings)
+        self.trigger = Trigger(jobs, self.queue, self.store)
+        self.workers = [Worker(self.engine, self.queue) for _ in range(max(1, workers))]
+        self.stop_event = threading.Event()
+
+    def fire_due(self, now: datetime | None = None) -> int:
+        """Enqueue the latest due window of every job (plus catch-up). Returns requests made."""
+        when = now or self.engine.now()
+        return sum(len(self.trigger.tick(job.name, when)) for job in self.jobs)
+
+    def drain(self, *, idle: float = 0.5) -> int:
+        """Work the queue with one worker until nothing arrives for ``idle`` seconds."""
+        handled = 0
+        while True:
+            got = self.workers[0].poll(max_messages=10, wait=idle)
+            if not got:
+                return handled
+            handled += got
+
+    def serve(self, *, watch_every: float | None = 60.0) -> None:
+        """Run until :meth:`stop` (or Ctrl-C): scheduler, workers and the watcher."""
+        threads: list[threading.Thread] = [
+            Scheduler(self.jobs, lambda n, w: self.trigger.tick(n, w), self.stop_event,
+                      clock=self.engine.settings.clock)
+        ]
+        threads += [
+            threading.Thread(target=w.serve, args=(self.stop_event,), daemon=True,
+                             name=f"cronwarden-worker-{i}")
+            for i, w in enumerate(self.workers)
+        ]
+        if watch_every:
+            watcher = Watcher(self.jobs, self.store, self.queue)
+            threads.append(threading.Thread(target=self._watch, args=(watcher, watch_every),
+                                            daemon=True, name="cronwarden-watcher"))
+        for thread in threads:
+            thread.start()
+        try:
+            while not self.stop_event.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            log.info("stopping", extra={"event": "runtime.stopping"})
+        finally:
+            self.stop()
+            for thread in threads:
+                thread.join(timeout=30)
+
+    def _watch(self, watcher: Watcher, every: float) -> None:
+        while not self.stop_event.wait(every):
+            try:
+                watcher.check()
+            except Exception as exc:
+                log.error("watcher failed: %s", exc, extra={"event": "watcher.error"})
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.engine.shutdown()
