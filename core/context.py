@@ -65,6 +65,7 @@ class Ledger:
     def __init__(self, known: dict[str, _Known] | None = None) -> None:
         self.known = known or {}
         self.completed: list[tuple[str, str]] = []  #: (key, fingerprint) done, not yet written
+        self.unstarted: list[tuple[str, str]] = []  #: claimed pending, not yet yielded
         self.seen_in_run: set[str] = set()
 
     @classmethod
@@ -208,10 +209,12 @@ class RunContext:
                     if known.state == "done":
                         self.count("items_skipped_done")
                         continue
-                    if known.state == "quarantined":
+                    if known.state == "released":
+                        known = None
+                    elif known.state == "quarantined":
                         self.count("items_quarantined")
                         continue
-                    if known.run_id != self.run_id:
+                    elif known.run_id != self.run_id:
                         uncertain = True
                         if self._uncertain is Uncertain.QUARANTINE:
                             self.count("items_quarantined")
@@ -229,7 +232,10 @@ class RunContext:
             if not marks:
                 continue
             self._lease.write({}, self._flush_completed() + marks)
+            self._ledger.unstarted = [(ready.key, fp) for ready, fp in todo]
             for ready, fp in todo:
+                self.check()
+                self._ledger.unstarted.pop(0)
                 yield ready
                 self._ledger.completed.append((ready.key, fp))
                 self.count("items_done")
@@ -247,8 +253,11 @@ class RunContext:
         return marks
 
     def take_completed(self) -> list[Op]:
-        """Done marks not yet written (the engine puts them in the final commit)."""
-        return self._flush_completed()
+        """Marks not yet written, for the final commit: *done* for finished items, *released*
+        for items claimed but never started (they are not uncertain: nothing happened)."""
+        released = [self._mark(k, fp, "released") for k, fp in self._ledger.unstarted]
+        self._ledger.unstarted = []
+        return self._flush_completed() + released
 
 
 def _key_function(key: Callable[[Any], Any] | str | None) -> Callable[[Any], Any]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from .errors import Cancelled, CommitConflict, LeaseLost, RunInterrupted
 from .ports import Key, Op, Store, Update, Version
-from .records import iso
+from .records import iso, parse_iso
 
 Clock = Callable[[], datetime]
 
@@ -53,6 +53,7 @@ class Lease:
         self.stop_event = threading.Event()
         self._interruption: RunInterrupted | None = None
         self.last_write = clock()
+        self._expires = parse_iso(run_data.get("lease_expires")) or self.last_write + ttl
         self.renewals = 0
 
     # -- cancellation -----------------------------------------------------------------------
@@ -72,6 +73,13 @@ class Lease:
         self.stop_event.set()
 
     def check(self) -> None:
+        """Raise the pending interruption; also self-fence once the lease has run out by this
+        process's own clock (a paused process must not start another side effect)."""
+        if self._interruption is None and self.clock() >= self.expires_at():
+            self.interrupt(LeaseLost(
+                f"lease on {self.run_data.get('run_key')} expired at "
+                f"{iso(self.expires_at())} before it could be renewed (process paused?)"
+            ))
         if self._interruption is not None:
             raise self._interruption
 
@@ -85,7 +93,8 @@ class Lease:
         with self.mutex:
             if self.lost:
                 raise self._interruption  # type: ignore[misc]
-            expires = iso(self.clock() + self.ttl)
+            expires_at = self.clock() + self.ttl
+            expires = iso(expires_at)
             run_data = {**self.run_data, **run_changes, "lease_expires": expires}
             lock_data = {**self.lock_data, "lease_expires": expires}
             ops: list[Op] = [
@@ -107,6 +116,7 @@ class Lease:
             self.run_data, self.run_version = run_data, versions[0]
             self.lock_data, self.lock_version = lock_data, versions[1]
             self.last_write = self.clock()
+            self._expires = expires_at
             return versions[2:]
 
     def renew(self) -> None:
@@ -114,7 +124,8 @@ class Lease:
         self.renewals += 1
 
     def expires_at(self) -> datetime:
-        return self.last_write + self.ttl
+        """When the lease runs out, as last written (computed before the commit: conservative)."""
+        return self._expires
 
 
 class LeaseKeeper(threading.Thread):

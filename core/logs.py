@@ -88,4 +88,6 @@ class RunLogger(logging.LoggerAdapter):  # type: ignore[type-arg]
         return msg, kwargs
 
     def event(self, level: int, event: str, message: str, **fields: Any) -> None:
-        self.log(level, message, extra={"event": event, **fields})
+        """Log ``message`` as ``event`` with ``fields``; ``exc_info`` attaches a traceback."""
+        exc_info = fields.pop("exc_info", None)
+        self.log(level, message, extra={"event": event, **fields}, exc_info=exc_info)
