@@ -49,3 +49,21 @@ STORES: dict[str, StoreFactory] = {"sqlite": sqlite_store}
 QUEUES: dict[str, QueueFactory] = {"sqlite": sqlite_queue}
 # Markers applied to each backend's parameter (e.g. "gcp" backends carry pytest.mark.gcp).
 MARKS: dict[str, list[pytest.MarkDecorator]] = {"sqlite": []}
+
+
+@contextmanager
+def table_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """Azure Table Storage on the session's Azurite, in a fresh table per test."""
+    from cronwarden.adapters.azure import TableStore
+
+    azurite = request.getfixturevalue("azurite")
+    store = TableStore.from_connection_string(azurite.connection_string, azurite.new_table())
+    try:
+        yield store
+    finally:
+        store.close()
+        azurite.drop_table(store.table_name)
+
+
+STORES["table"] = table_store
+MARKS["table"] = [pytest.mark.azure]

@@ -3,4 +3,5 @@
 from __future__ import annotations
 
 pytest_plugins: list[str] = [
+    "cronwarden.emulators.azurite.pytest_plugin",
 ]

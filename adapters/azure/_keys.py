@@ -6,7 +6,7 @@ transaction. Records of one kind sort by id inside the partition, so "one job, o
 prefix / range" is a range scan of one partition, and "one kind, all jobs" is a ``RowKey`` range
 filter across partitions.
 
-Azure forbids ``/ \\ # ?`` and the control characters U+0000–U+001F and U+007F–U+009F in keys
+Azure forbids ``/ \\ # ?`` and the control characters U+0000..U+001F and U+007F..U+009F in keys
 (Azurite accepts them). :func:`escape` rewrites them reversibly with an **order-preserving,
 prefix-preserving** code, so id ranges and prefixes can be evaluated by the service on escaped
 keys: every character maps to itself except

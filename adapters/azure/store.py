@@ -1,0 +1,349 @@
+"""Azure Table Storage implementation of the :class:`~cronwarden.ports.Store` port.
+
+Layout (see :mod:`._keys`): one table; ``PartitionKey`` = the job name, ``RowKey`` =
+``kind:id``. All records of one job share a partition, so every commit (which the port limits
+to one job) is a single **entity-group transaction** (``submit_transaction``): atomic, at most
+100 operations, one HTTP round trip.
+
+Operations:
+
+* ``Create`` → transaction ``create``: an existing entity fails it → ``CommitConflict("exists")``.
+* ``Update`` → ``update`` in *replace* mode with ``If-Match: <ETag>``; ``Delete`` → ``delete``
+  with ``If-Match``. A changed or missing entity fails it → ``CommitConflict("version")``.
+  The service reports the failing operation's index, which becomes ``CommitConflict.index``.
+* ``Merge`` of plain ``fields`` → ``upsert`` in *merge* mode: no read, no precondition.
+* ``Merge`` with ``increments`` / ``maximums``: Table Storage has no atomic increment, so the
+  record is read first (one extra round trip per such Merge, counted in ``round_trips``) and
+  written back with ``If-Match`` on the ETag read (or ``create`` when it was missing), inside
+  the same transaction as the other ops. If *that* precondition fails (a concurrent writer),
+  the whole commit is retried with a fresh read, at most :attr:`TableStore.merge_attempts`
+  times; nothing is applied by a failed attempt. Prefer plain fields on hot paths.
+
+Versions are ETags (``W/"datetime'…'"``), which change on every write. Queries of one job scan
+one partition; queries across jobs filter on the ``RowKey`` range of the kind and therefore scan
+the table (each result page is counted as a round trip).
+
+The Azure SDK is imported when a store is built, never by ``import cronwarden``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from cronwarden.errors import CommitConflict, ConfigurationError, StoreUnavailable
+from cronwarden.ports import Create, Delete, Key, Merge, Op, Record, Store, Update, Version
+
+from . import _entity, _keys
+from ._redact import redact
+
+if TYPE_CHECKING:
+    from azure.data.tables import TableClient
+
+DEFAULT_TABLE = "cronwarden"
+_PAGE_MAX = 1000  #: the service's largest page
+_EXISTS = frozenset({"EntityAlreadyExists"})
+_VERSION = frozenset({"UpdateConditionNotSatisfied", "ResourceNotFound", "ConditionNotMet"})
+_T = TypeVar("_T")
+
+
+class TableStore(Store):
+    """Records in one Azure Table (or an Azurite table); see the module doc for the layout.
+
+    ``table`` is an ``azure.data.tables.TableClient``; the table is created if missing unless
+    ``create_table=False``. Use :meth:`from_connection_string` or :meth:`from_account_url`.
+    Thread-safe: one store may be shared by the threads of a worker.
+    """
+
+    max_commit_ops = 100  #: entity-group transaction limit (Azurite breaks above it)
+    merge_attempts = 8  #: tries of a commit whose Merge increments lose a race
+
+    def __init__(self, table: TableClient, *, create_table: bool = True) -> None:
+        super().__init__()
+        self._table = table
+        self._closed = False
+        self._close_lock = threading.Lock()
+        if create_table:
+            self._call(self._create_table)
+
+    # -- construction ----------------------------------------------------------------------
+    @classmethod
+    def from_connection_string(
+        cls, connection_string: str, table: str = DEFAULT_TABLE, **options: Any
+    ) -> TableStore:
+        """A store on ``table`` of the account in ``connection_string`` (Azurite or Azure).
+
+        ``options`` go to ``TableClient`` (e.g. ``connection_timeout``) and ``create_table``
+        to the constructor. Errors never echo the account key.
+        """
+        from azure.data.tables import TableClient
+
+        create_table = bool(options.pop("create_table", True))
+        try:
+            client = TableClient.from_connection_string(
+                connection_string, table_name=table, **options
+            )
+        except (ValueError, TypeError) as exc:
+            raise ConfigurationError(
+                f"invalid Table Storage connection string: {redact(str(exc))}"
+            ) from None
+        return cls(client, create_table=create_table)
+
+    @classmethod
+    def from_account_url(
+        cls, account_url: str, credential: Any, table: str = DEFAULT_TABLE, **options: Any
+    ) -> TableStore:
+        """A store on ``table`` at ``account_url`` with an SDK ``credential``
+        (``AzureNamedKeyCredential``, ``AzureSasCredential`` or a token credential)."""
+        from azure.data.tables import TableClient
+
+        create_table = bool(options.pop("create_table", True))
+        try:
+            client = TableClient(account_url, table, credential=credential, **options)
+        except (ValueError, TypeError) as exc:
+            raise ConfigurationError(
+                f"invalid Table Storage account URL: {redact(str(exc))}"
+            ) from None
+        return cls(client, create_table=create_table)
+
+    @property
+    def table_name(self) -> str:
+        return str(self._table.table_name)
+
+    def _create_table(self) -> None:
+        from azure.core.exceptions import ResourceExistsError
+
+        with contextlib.suppress(ResourceExistsError):
+            self._table.create_table()
+
+    # -- reads -----------------------------------------------------------------------------
+    def _get(self, key: Key) -> Record | None:
+        entity = self._call(self._read, key.job, key.kind, key.id)
+        return None if entity is None else _record(key, entity)
+
+    def _read(self, job: str, kind: str, record_id: str) -> Any:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        try:
+            return self._table.get_entity(_keys.partition_key(job), _keys.row_key(kind, record_id))
+        except ResourceNotFoundError:
+            return None
+
+    def _query(
+        self,
+        kind: str,
+        job: str | None,
+        prefix: str,
+        start: str | None,
+        end: str | None,
+        limit: int | None,
+    ) -> list[Record]:
+        clauses, params = _filter(kind, job, prefix, start, end)
+        if limit is not None and limit <= 0:
+            return []
+        page_size = _PAGE_MAX if limit is None else min(limit, _PAGE_MAX)
+
+        def run() -> list[Record]:
+            pages = self._table.query_entities(
+                " and ".join(clauses), parameters=params, results_per_page=page_size
+            ).by_page()
+            found: list[Record] = []
+            for number, page in enumerate(pages):
+                if number:  # every further page is one more request to the service
+                    self._count()
+                for entity in page:
+                    found.append(_record(_key_of(entity), entity))
+                if limit is not None and len(found) >= limit:
+                    break
+            found.sort(key=lambda r: (r.key.job, r.key.id))
+            return found if limit is None else found[:limit]
+
+        return self._call(run)
+
+    # -- commits ---------------------------------------------------------------------------
+    def _commit(self, ops: list[Op]) -> list[Version]:
+        partition = _keys.partition_key(ops[0].key.job)
+        planned: list[tuple[Any, ...] | None] = []
+        reads: dict[int, tuple[str, Merge]] = {}
+        seen: set[str] = set()
+        for index, op in enumerate(ops):
+            row = _keys.row_key(op.key.kind, op.key.id)
+            if row in seen:
+                raise ValueError(
+                    f"{op.key.kind} {op.key.job}/{op.key.id} appears twice in one commit; a "
+                    "Table Storage transaction may touch each record once"
+                )
+            seen.add(row)
+            if isinstance(op, Merge) and (op.increments or _maximums(op)):
+                reads[index] = (row, op)
+                planned.append(None)
+            else:
+                planned.append(_plan(index, op, partition, row))
+        for attempt in range(self.merge_attempts):
+            operations = list(planned)
+            if reads:
+                for index, (row, merge) in reads.items():
+                    self._count()  # the read this Merge needs is a round trip of its own
+                    current = self._call(self._read, merge.key.job, merge.key.kind, merge.key.id)
+                    operations[index] = _plan_read_merge(partition, row, merge, current)
+            if attempt:
+                self._count()  # a retried transaction is one more round trip
+            try:
+                results = self._call(self._submit, operations, set(reads))
+            except _RetryMerge:
+                _backoff(attempt)
+                continue
+            return [
+                None if isinstance(op, Delete) else result.get("etag")
+                for op, result in zip(ops, results, strict=True)
+            ]
+        raise StoreUnavailable(
+            f"Merge increments on job {ops[0].key.job!r} lost {self.merge_attempts} races in a "
+            "row; nothing was applied"
+        )
+
+    def _submit(self, operations: list[Any], retryable: set[int]) -> list[Mapping[str, Any]]:
+        from azure.data.tables import TableTransactionError
+
+        try:
+            return list(self._table.submit_transaction(operations))
+        except TableTransactionError as exc:
+            raise _conflict(exc, operations, retryable) from None
+
+    # -- plumbing --------------------------------------------------------------------------
+    def _call(self, action: Callable[..., _T], *args: Any) -> _T:
+        """``action(*args)``, with transport failures turned into StoreUnavailable."""
+        from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+        try:
+            return action(*args)
+        except (ServiceRequestError, ServiceResponseError) as exc:
+            raise StoreUnavailable(
+                f"Table Storage unreachable ({type(exc).__name__}): {redact(str(exc))[:300]}"
+            ) from None
+
+    def close(self) -> None:
+        with self._close_lock:
+            if not self._closed:
+                self._closed = True
+                self._table.close()
+
+
+class _RetryMerge(Exception):
+    """A read-then-write Merge lost a race; retry the whole commit."""
+
+
+def _maximums(op: Merge) -> Mapping[str, int]:
+    return getattr(op, "maximums", None) or {}
+
+
+def _conditional(version: Version) -> dict[str, Any]:
+    from azure.core import MatchConditions
+
+    return {"etag": version, "match_condition": MatchConditions.IfNotModified}
+
+
+def _plan(index: int, op: Op, partition: str, row: str) -> tuple[Any, ...]:
+    from azure.data.tables import UpdateMode
+
+    if isinstance(op, Create):
+        return ("create", _entity.build_entity(partition, row, op.data))
+    if isinstance(op, Update | Delete):
+        if not isinstance(op.version, str) or not op.version:
+            # Not an ETag (e.g. a version from another backend): it can never match.
+            raise CommitConflict(index, "version", f"{op.key.kind} {op.key.job}/{op.key.id}")
+        if isinstance(op, Delete):
+            return ("delete", {"PartitionKey": partition, "RowKey": row}, _conditional(op.version))
+        entity = _entity.build_entity(partition, row, op.data)
+        return ("update", entity, {"mode": UpdateMode.REPLACE, **_conditional(op.version)})
+    assert isinstance(op, Merge)
+    properties, size = _entity.encode_fields(op.fields)
+    _entity.check_entity(partition, row, len(properties), size)
+    return (
+        "upsert",
+        {"PartitionKey": partition, "RowKey": row, **properties},
+        {"mode": UpdateMode.MERGE},
+    )
+
+
+def _plan_read_merge(partition: str, row: str, op: Merge, current: Any) -> tuple[Any, ...]:
+    """The conditional write of a Merge with increments, given the entity read (or None)."""
+    from azure.data.tables import UpdateMode
+
+    data = _entity.decode_entity(current) if current is not None else {}
+    data.update(op.fields)
+    changed = dict(op.fields)
+    for name, amount in op.increments.items():
+        changed[name] = data[name] = int(data.get(name) or 0) + amount
+    for name, floor in _maximums(op).items():
+        value = data.get(name)
+        changed[name] = data[name] = floor if value is None else max(int(value), floor)
+    whole = _entity.build_entity(partition, row, data)  # checks the merged record's limits
+    if current is None:
+        return ("create", whole)
+    properties, _ = _entity.encode_fields(changed)
+    return (
+        "update",
+        {"PartitionKey": partition, "RowKey": row, **properties},
+        {"mode": UpdateMode.MERGE, **_conditional(current.metadata["etag"])},
+    )
+
+
+def _conflict(exc: Any, operations: list[Any], retryable: set[int]) -> Exception:
+    """Map a failed transaction to CommitConflict, _RetryMerge (when the failing op is a
+    read-then-write Merge, index in ``retryable``), or the SDK error itself."""
+    index = int(getattr(exc, "index", 0) or 0)
+    code = str(getattr(exc, "error_code", "") or "")
+    status = getattr(exc, "status_code", None)
+    reason = (
+        "exists"
+        if code in _EXISTS or status == 409
+        else "version"
+        if code in _VERSION or status in (404, 412)
+        else None
+    )
+    if reason is None or not 0 <= index < len(operations):
+        return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+    if index in retryable:
+        return _RetryMerge()
+    entity = operations[index][1]
+    return CommitConflict(index, reason, f"{entity['PartitionKey']}/{entity['RowKey']}")
+
+
+def _backoff(attempt: int) -> None:
+    """Jittered pause before retrying a contended read-modify-write (not synchronisation)."""
+    time.sleep(random.uniform(0, min(0.2, 0.01 * 2**attempt)))
+
+
+def _filter(
+    kind: str, job: str | None, prefix: str, start: str | None, end: str | None
+) -> tuple[list[str], dict[str, str]]:
+    base = _keys.kind_prefix(kind)
+    low, high = base + _keys.escape(prefix), _keys.successor(base + _keys.escape(prefix))
+    clauses = ["RowKey ge @low", "RowKey lt @high"]
+    params = {"low": low, "high": high}
+    if job is not None:
+        clauses.insert(0, "PartitionKey eq @job")
+        params["job"] = _keys.partition_key(job)
+    if start is not None:
+        clauses.append("RowKey ge @start")
+        params["start"] = base + _keys.escape(start)
+    if end is not None:
+        clauses.append("RowKey lt @end")
+        params["end"] = base + _keys.escape(end)
+    return clauses, params
+
+
+def _key_of(entity: Mapping[str, Any]) -> Key:
+    kind, record_id = _keys.split_row_key(entity["RowKey"])
+    return Key(kind, _keys.unescape(entity["PartitionKey"]), record_id)
+
+
+def _record(key: Key, entity: Any) -> Record:
+    return Record(key, _entity.decode_entity(entity), entity.metadata["etag"])
