@@ -67,3 +67,50 @@ def table_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Stor
 
 STORES["table"] = table_store
 MARKS["table"] = [pytest.mark.azure]
+
+
+def _gcp_project(request: pytest.FixtureRequest) -> str:
+    """A fresh emulator project id per test: isolation without a reset call."""
+    import re
+    import uuid
+
+    name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:12].strip("-")
+    return f"cw-{name}-{uuid.uuid4().hex[:8]}"
+
+
+@contextmanager
+def firestore_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """Firestore on the session's emulator, in a fresh project per test."""
+    from cronwarden.adapters.gcp import FirestoreStore
+
+    emulator = request.getfixturevalue("firestore_emulator")
+    store = FirestoreStore(_gcp_project(request), emulator_host=emulator.address)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def pubsub_queue(
+    request: pytest.FixtureRequest, tmp_path: Path, *, max_deliveries: int = 5, **_: Any
+) -> Iterator[Queue]:
+    """Pub/Sub on the session's emulator, fresh resources per queue. Pub/Sub's dead-letter
+    policy allows 5..100 attempts, so smaller requests get 5 (the tests read ``max_deliveries``).
+    """
+    from cronwarden.adapters.gcp import PubSubQueue
+
+    emulator = request.getfixturevalue("pubsub_emulator")
+    queue = PubSubQueue(
+        _gcp_project(request), "runs", "worker", max_deliveries=max(5, max_deliveries),
+        retry_backoff=(0.0, 1.0), emulator_host=emulator.address, create_missing=True,
+    )
+    try:
+        yield queue
+    finally:
+        queue.close()
+
+
+STORES["firestore"] = firestore_store
+QUEUES["pubsub"] = pubsub_queue
+MARKS["firestore"] = MARKS["pubsub"] = [pytest.mark.gcp]

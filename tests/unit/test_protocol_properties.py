@@ -1,0 +1,124 @@
+"""Property-based test of the claim/lease/fencing protocol (hypothesis state machine).
+
+Several workers race on two run keys of one job, with a shared fake clock that jumps forward
+(pauses, crashes, slow renewals). Invariants checked after every step:
+
+* never two live owners of the job: a claim succeeds only after every other owner's lease ran
+  out by the clock;
+* fencing: for each run key, fences of accepted writes never go down, and a write is accepted
+  only from the owner the store currently names;
+* a finished run key is never claimed again (no double success).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from datetime import datetime, timedelta
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+import cronwarden
+from cronwarden import Engine, EngineSettings, JobSet, RunRequest
+from cronwarden.adapters.local import SQLiteStore
+from cronwarden.engine import Outcome, _Claim
+from cronwarden.errors import LeaseLost
+from cronwarden.logs import RunLogger, get_logger
+from cronwarden.ports import RUN, Key
+from tests.support.harness import FakeClock, at
+
+WINDOWS = [at("2026-01-20T02:00Z"), at("2026-01-20T03:00Z")]
+TTL = timedelta(seconds=10 + 2)  # max_runtime 10 s + margin 2 s
+job = cronwarden.job("prop", cron="0 * * * *", max_runtime="10s")(lambda ctx: None)
+
+
+class Protocol(RuleBasedStateMachine):
+    @initialize()
+    def setup(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="cw-prop-")
+        self.clock = FakeClock(at("2026-01-20T04:00Z"))
+        self.store = SQLiteStore(f"{self.dir}/state.db")
+        self.engine = Engine(JobSet([job]), self.store,
+                             EngineSettings(lease_margin=timedelta(seconds=2), clock=self.clock))
+        self.held: dict[int, tuple[int, _Claim]] = {}  # worker -> (window index, claim)
+        self.granted: list[tuple[int, datetime]] = []  # (worker, lease expiry) of live claims
+        self.fences: dict[int, int] = {0: 0, 1: 0}
+        self.succeeded: set[int] = set()
+
+    def teardown(self) -> None:
+        self.store.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _log(self) -> RunLogger:
+        return RunLogger(get_logger("prop"), {})
+
+    @rule(worker=st.integers(0, 3), window=st.integers(0, 1))
+    def claim(self, worker: int, window: int) -> None:
+        if worker in self.held:
+            return
+        now = self.clock()
+        result = self.engine._claim(job, RunRequest("prop", WINDOWS[window]), f"r{worker}", 0,
+                                    self._log())
+        if isinstance(result, Outcome):
+            return
+        assert window not in self.succeeded, "a finished run key was claimed again"
+        others = [exp for w, exp in self.granted if w != worker and exp > now]
+        assert not others, f"claimed while another lease is live until {others}"
+        fence = result.view.fence
+        assert fence > self.fences[window]
+        self.fences[window] = fence
+        self.held[worker] = (window, result)
+        self.granted = [(w, e) for w, e in self.granted if w != worker]
+        self.granted.append((worker, result.lease.expires_at()))
+
+    @precondition(lambda self: bool(self.held))
+    @rule(data=st.data())
+    def write(self, data: Any) -> None:
+        worker = data.draw(st.sampled_from(sorted(self.held)))
+        window, claim = self.held[worker]
+        current = self.store.get(Key(RUN, "prop", claim.lease.run_key.id))
+        try:
+            claim.lease.write({"progress": worker})
+        except LeaseLost:
+            del self.held[worker]
+            return
+        assert current is not None and current.data["owner"] == claim.lease.run_data["owner"]
+        assert claim.view.fence == self.fences[window], "a fenced-off owner wrote"
+        self.granted = [(w, e) for w, e in self.granted if w != worker]
+        self.granted.append((worker, claim.lease.expires_at()))
+
+    @precondition(lambda self: bool(self.held))
+    @rule(data=st.data(), succeed=st.booleans())
+    def finish(self, data: Any, succeed: bool) -> None:
+        worker = data.draw(st.sampled_from(sorted(self.held)))
+        window, claim = self.held.pop(worker)
+        state = "succeeded" if succeed else "failed"
+        ok = self.engine._finish(claim.lease, {**claim.lease.run_data, "state": state},
+                                 {"status": state}, {}, [], self._log(), job,
+                                 RunRequest("prop", WINDOWS[window]), {})
+        if ok:
+            assert claim.view.fence == self.fences[window]
+            self.granted = [(w, e) for w, e in self.granted if w != worker]
+            if succeed:
+                self.succeeded.add(window)
+
+    @rule(seconds=st.sampled_from([1, 3, 5, 11, 13, 30]))
+    def advance(self, seconds: int) -> None:
+        self.clock.advance(seconds)
+
+    @invariant()
+    def one_record_per_key(self) -> None:
+        if not hasattr(self, "store"):
+            return
+        runs = self.store.query(RUN, "prop")
+        assert len({r.key.id for r in runs}) == len(runs)
+
+
+Protocol.TestCase.settings = settings(
+    max_examples=60, stateful_step_count=30, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestProtocol = Protocol.TestCase
