@@ -5,4 +5,5 @@ from __future__ import annotations
 pytest_plugins: list[str] = [
     "cronwarden.emulators.azurite.pytest_plugin",
     "cronwarden.emulators.gcp.pytest_plugin",
+    "cronwarden.emulators.servicebus.pytest_plugin",
 ]

@@ -1,0 +1,5 @@
+"""``python -m cronwarden.emulators.servicebus`` — same as ``cronwarden emulators servicebus``."""
+
+from .cli import main
+
+main()
