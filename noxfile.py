@@ -42,7 +42,8 @@ def tests(session: nox.Session) -> None:
     _install_wheel(session, TEST_EXTRAS)
     # Run from a neutral directory so nothing can import the source folders by accident.
     session.run(
-        "python", "-c",
+        "python",
+        "-c",
         "import cronwarden, cronwarden.adapters.local, cronwarden.emulators, sys;"
         "assert 'site-packages' in cronwarden.__file__, cronwarden.__file__;"
         "print('wheel ok:', cronwarden.__file__)",
@@ -72,7 +73,10 @@ def editable(session: nox.Session) -> None:
     tmp = tempfile.mkdtemp(prefix="cronwarden-editable-")
     try:
         session.run(
-            "cronwarden", "run", "examples/nightly_export.py", "--once",
+            "cronwarden",
+            "run",
+            "examples/nightly_export.py",
+            "--once",
             env={"CRONWARDEN_LOCAL_PATH": os.path.join(tmp, "state.db")},
         )
     finally:

@@ -35,9 +35,7 @@ def missing_windows(
     last = format_window(windows[-1])
     seen = {
         record.key.id
-        for record in store.query(
-            RUN, job.name, start=format_window(windows[0]), end=last + "\x7f"
-        )
+        for record in store.query(RUN, job.name, start=format_window(windows[0]), end=last + "\x7f")
     }
     missing = [w for w in windows if format_window(w) not in seen]
     return missing[:limit] if limit is not None else missing

@@ -3,6 +3,7 @@ imported by ``import cronwarden``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from datetime import UTC, datetime
@@ -13,11 +14,23 @@ import click
 from .errors import CronwardenError
 from .redaction import redact
 
-JOBS = click.option("--jobs", "-j", "jobs_target", envvar="CRONWARDEN_JOBS", required=True,
-                    metavar="MODULE", help="Job module: a dotted name or a .py path "
-                    "(or $CRONWARDEN_JOBS).")
-PROVIDER = click.option("--provider", "-p", envvar="CRONWARDEN_PROVIDER", default="local",
-                        show_default=True, help="local, gcp or azure (or $CRONWARDEN_PROVIDER).")
+JOBS = click.option(
+    "--jobs",
+    "-j",
+    "jobs_target",
+    envvar="CRONWARDEN_JOBS",
+    required=True,
+    metavar="MODULE",
+    help="Job module: a dotted name or a .py path (or $CRONWARDEN_JOBS).",
+)
+PROVIDER = click.option(
+    "--provider",
+    "-p",
+    envvar="CRONWARDEN_PROVIDER",
+    default="local",
+    show_default=True,
+    help="local, gcp or azure (or $CRONWARDEN_PROVIDER).",
+)
 
 
 class _Fail(click.ClickException):
@@ -66,8 +79,11 @@ def cli() -> None:
 @JOBS
 @PROVIDER
 @click.option("--workers", default=2, show_default=True, help="Worker threads.")
-@click.option("--once", is_flag=True, help="Run every job's latest due window, work the queue "
-              "until it is empty, report, and exit.")
+@click.option(
+    "--once",
+    is_flag=True,
+    help="Run every job's latest due window, work the queue until it is empty, report, and exit.",
+)
 def run(jobs_target: str, provider: str, workers: int, once: bool) -> None:
     """Run the jobs of MODULE: scheduler, workers and liveness watcher in one process."""
     from .liveness import Watcher
@@ -92,10 +108,13 @@ def run(jobs_target: str, provider: str, workers: int, once: bool) -> None:
 @PROVIDER
 @click.argument("job_name")
 @click.option("--window", help="Window to run (ISO, UTC); default: the latest due window.")
-@click.option("--wait/--no-wait", default=True, show_default=True,
-              help="Also work the queue until it is empty.")
-def trigger(jobs_target: str, provider: str, job_name: str, window: str | None,
-            wait: bool) -> None:
+@click.option(
+    "--wait/--no-wait",
+    default=True,
+    show_default=True,
+    help="Also work the queue until it is empty.",
+)
+def trigger(jobs_target: str, provider: str, job_name: str, window: str | None, wait: bool) -> None:
     """Trigger one window of JOB_NAME by hand."""
     from .runtime import LocalRunner
 
@@ -138,8 +157,11 @@ def status(jobs_target: str, provider: str) -> None:
 @cli.command()
 @JOBS
 @PROVIDER
-@click.option("--webhook", envvar="CRONWARDEN_WEBHOOK_URL", help="Also POST alerts here "
-              "(Slack-compatible; or $CRONWARDEN_WEBHOOK_URL).")
+@click.option(
+    "--webhook",
+    envvar="CRONWARDEN_WEBHOOK_URL",
+    help="Also POST alerts here (Slack-compatible; or $CRONWARDEN_WEBHOOK_URL).",
+)
 def check(jobs_target: str, provider: str, webhook: str | None) -> None:
     """Evaluate liveness; notify transitions; exit 1 while any alert is active."""
     from .liveness import Watcher
@@ -197,8 +219,13 @@ def dlq_list(provider: str, limit: int) -> None:
     for column in ("message id", "run key", "reason", "attempts", "description"):
         table.add_column(column)
     for letter in letters:
-        table.add_row(letter.message_id, letter.attributes.get("run_key", "?"), letter.reason,
-                      str(letter.attempts), redact(letter.description)[:120])
+        table.add_row(
+            letter.message_id,
+            letter.attributes.get("run_key", "?"),
+            letter.reason,
+            str(letter.attempts),
+            redact(letter.description)[:120],
+        )
     Console().print(table)
 
 
@@ -214,12 +241,20 @@ def dlq_show(provider: str, message_id: str) -> None:
         prov.close()
     for letter in letters:
         if letter.message_id == message_id:
-            click.echo(json.dumps({
-                "message_id": letter.message_id, "reason": letter.reason,
-                "description": redact(letter.description), "attempts": letter.attempts,
-                "attributes": letter.attributes,
-                "body": redact(letter.body.decode("utf-8", "replace")),
-            }, indent=2, ensure_ascii=False))
+            click.echo(
+                json.dumps(
+                    {
+                        "message_id": letter.message_id,
+                        "reason": letter.reason,
+                        "description": redact(letter.description),
+                        "attempts": letter.attempts,
+                        "attributes": letter.attributes,
+                        "body": redact(letter.body.decode("utf-8", "replace")),
+                    },
+                    indent=2,
+                    ensure_ascii=False,
+                )
+            )
             return
     raise _Fail(f"no dead letter with message id {message_id!r}")
 
@@ -247,8 +282,15 @@ def dlq_redrive(provider: str, limit: int) -> None:
 @click.option("--to", "end", help="Last window (ISO, UTC); default: now.")
 @click.option("--limit", default=100, show_default=True, help="At most this many windows.")
 @click.option("--wait/--no-wait", default=False, help="Also work the queue until empty.")
-def backfill(jobs_target: str, provider: str, job_name: str, start: str, end: str | None,
-             limit: int, wait: bool) -> None:
+def backfill(
+    jobs_target: str,
+    provider: str,
+    job_name: str,
+    start: str,
+    end: str | None,
+    limit: int,
+    wait: bool,
+) -> None:
     """Enqueue windows of JOB_NAME that never ran, oldest first."""
     from rich.progress import Progress
 
@@ -283,14 +325,24 @@ def _print_status(report: Any) -> None:
     from .liveness import _fmt
 
     table = Table(title="cronwarden jobs")
-    for column in ("job", "schedule", "last success", "next expected", "state",
-                   "failures", "alerts"):
+    for column in (
+        "job",
+        "schedule",
+        "last success",
+        "next expected",
+        "state",
+        "failures",
+        "alerts",
+    ):
         table.add_column(column)
     for item in report.jobs:
         st = item.status
         table.add_row(
-            item.job.name, f"{item.job.schedule.cron} ({item.job.schedule.timezone})",
-            _fmt(item.last_success), _fmt(item.expected_next), str(st.get("status") or "-"),
+            item.job.name,
+            f"{item.job.schedule.cron} ({item.job.schedule.timezone})",
+            _fmt(item.last_success),
+            _fmt(item.expected_next),
+            str(st.get("status") or "-"),
             str(st.get("consecutive_failures") or 0),
             ", ".join(c.value for c in item.conditions) or "ok",
         )
@@ -312,9 +364,14 @@ def _print_history(store: Any, job: Any, *, limit: int) -> None:
         table.add_column(column)
     for record in records:
         d = record.data
-        table.add_row(record.key.id, str(d.get("state")), str(d.get("attempt")),
-                      str(d.get("run_id")), str(d.get("duration_ms", "")),
-                      redact(str(d.get("error") or ""))[:80])
+        table.add_row(
+            record.key.id,
+            str(d.get("state")),
+            str(d.get("attempt")),
+            str(d.get("run_id")),
+            str(d.get("duration_ms", "")),
+            redact(str(d.get("error") or ""))[:80],
+        )
     Console().print(table)
 
 
@@ -326,10 +383,8 @@ def _mount_emulators() -> None:
 
 def main(argv: list[str] | None = None) -> NoReturn:
     """Entry point: clear one-line errors and non-zero exits instead of tracebacks."""
-    try:
+    with contextlib.suppress(ImportError):
         _mount_emulators()
-    except ImportError:
-        pass
     try:
         cli.main(args=argv, prog_name="cronwarden", standalone_mode=False)
     except click.exceptions.Abort:

@@ -179,8 +179,13 @@ class Engine:
         run_id = new_run_id(self.now())
         log = RunLogger(
             get_logger("run"),
-            {"job": job.name, "run_key": request.run_key, "run_id": run_id,
-             "window": format_window(request.window), "worker": self.worker_id},
+            {
+                "job": job.name,
+                "run_key": request.run_key,
+                "run_id": run_id,
+                "window": format_window(request.window),
+                "worker": self.worker_id,
+            },
         )
         claimed = self._claim(job, request, run_id, redrive, log)
         if isinstance(claimed, Outcome):
@@ -193,7 +198,9 @@ class Engine:
     ) -> _Claim | Outcome:
         window_text = format_window(request.window)
         run_k, lock_k, status_k = (
-            run_key_of(job.name, window_text), lock_key_of(job.name), status_key_of(job.name)
+            run_key_of(job.name, window_text),
+            lock_key_of(job.name),
+            status_key_of(job.name),
         )
         owner = f"{self.worker_id}:{secrets.token_hex(4)}"
         payload_fp = fingerprint(request.payload)
@@ -203,8 +210,11 @@ class Engine:
             now = self.now()
             expires = iso(now + ttl)
             lock_data = {
-                "owner": owner, "run_id": run_id, "run_key": request.run_key,
-                "window": window_text, "lease_expires": expires,
+                "owner": owner,
+                "run_id": run_id,
+                "run_key": request.run_key,
+                "window": window_text,
+                "lease_expires": expires,
             }
             run_data: dict[str, Any]
             ops: list[Op]
@@ -240,23 +250,36 @@ class Engine:
                 continue
             view = RunView(run_data)
             lease = Lease(
-                self.store, self.settings.clock, ttl, run_k, run_data, versions[0],
-                lock_k, lock_data, versions[1],
+                self.store,
+                self.settings.clock,
+                ttl,
+                run_k,
+                run_data,
+                versions[0],
+                lock_k,
+                lock_data,
+                versions[1],
             )
             log.extra["attempt"] = view.attempt  # type: ignore[index]
             log.extra["fence"] = view.fence  # type: ignore[index]
             log.event(
-                logging.INFO, "run.started",
+                logging.INFO,
+                "run.started",
                 f"{job.name}: started window {window_text} (attempt {view.attempt}"
                 f"{', resuming from checkpoint' if view.fence > 1 else ''})",
-                resumed=view.fence > 1, reason=request.reason,
+                resumed=view.fence > 1,
+                reason=request.reason,
             )
             return _Claim(lease, view, resumed=view.fence > 1)
-        log.event(logging.WARNING, "run.deferred",
-                  f"{job.name}: claim contended {_CLAIM_ROUNDS} times; trying again later",
-                  reason="contention")
-        return Outcome(OutcomeKind.DEFERRED, request.run_key, delay=self._backoff(job, 1),
-                       reason="contention")
+        log.event(
+            logging.WARNING,
+            "run.deferred",
+            f"{job.name}: claim contended {_CLAIM_ROUNDS} times; trying again later",
+            reason="contention",
+        )
+        return Outcome(
+            OutcomeKind.DEFERRED, request.run_key, delay=self._backoff(job, 1), reason="contention"
+        )
 
     def _judge(
         self,
@@ -274,34 +297,49 @@ class Engine:
         if run is not None:
             view = RunView(run.data)
             if run.data.get("payload_fp", payload_fp) != payload_fp:
-                detail = (f"{key} was first run with a different payload; "
-                          "use another window or job for different input")
+                detail = (
+                    f"{key} was first run with a different payload; "
+                    "use another window or job for different input"
+                )
                 log.event(logging.ERROR, "run.rejected", detail, reason="PayloadMismatch")
                 return Outcome(OutcomeKind.REJECTED, key, reason="PayloadMismatch", detail=detail)
             if view.state is RunState.SUCCEEDED or (
                 view.state is RunState.DEAD_LETTERED and redrive <= view.redrive
             ):
-                log.event(logging.INFO, "run.skipped",
-                          f"{job.name}: {key} already {view.state.value}; duplicate delivery",
-                          reason="duplicate", state=view.state.value)
+                log.event(
+                    logging.INFO,
+                    "run.skipped",
+                    f"{job.name}: {key} already {view.state.value}; duplicate delivery",
+                    reason="duplicate",
+                    state=view.state.value,
+                )
                 self._record_skip(job, "duplicate", "", now, overlap=False)
                 return Outcome(OutcomeKind.DUPLICATE, key, reason="duplicate")
             if view.lease_live(now) and (lock is None or lock.data.get("run_key") == key):
                 holder = f"{view.owner} (run {run.data.get('run_id')})"
-                log.event(logging.INFO, "run.skipped",
-                          f"{job.name}: {key} is being run by {holder}; duplicate delivery",
-                          reason="in_progress", lock_owner=holder)
+                log.event(
+                    logging.INFO,
+                    "run.skipped",
+                    f"{job.name}: {key} is being run by {holder}; duplicate delivery",
+                    reason="in_progress",
+                    lock_owner=holder,
+                )
                 self._record_skip(job, "in_progress", holder, now, overlap=False)
                 return Outcome(OutcomeKind.IN_PROGRESS, key, reason="in_progress", detail=holder)
         if lock is not None and LockView(lock.data).live(now):
             holder_view = LockView(lock.data)
             if lock.data.get("run_key") == key:
-                log.event(logging.INFO, "run.skipped",
-                          f"{job.name}: {key} is being run by {holder_view.holder}",
-                          reason="in_progress", lock_owner=holder_view.holder)
+                log.event(
+                    logging.INFO,
+                    "run.skipped",
+                    f"{job.name}: {key} is being run by {holder_view.holder}",
+                    reason="in_progress",
+                    lock_owner=holder_view.holder,
+                )
                 self._record_skip(job, "in_progress", holder_view.holder, now, overlap=False)
-                return Outcome(OutcomeKind.IN_PROGRESS, key, reason="in_progress",
-                               detail=holder_view.holder)
+                return Outcome(
+                    OutcomeKind.IN_PROGRESS, key, reason="in_progress", detail=holder_view.holder
+                )
             return self._overlap(job, request, holder_view.holder, now, log)
         return None
 
@@ -310,64 +348,120 @@ class Engine:
     ) -> Outcome:
         key = request.run_key
         if job.overlap is Overlap.SKIP:
-            log.event(logging.WARNING, "run.skipped",
-                      f"{job.name}: skipped {key}: lock held by {holder}",
-                      reason="lock_held", lock_owner=holder)
+            log.event(
+                logging.WARNING,
+                "run.skipped",
+                f"{job.name}: skipped {key}: lock held by {holder}",
+                reason="lock_held",
+                lock_owner=holder,
+            )
             self._record_skip(job, "lock_held", holder, now, overlap=True)
             return Outcome(OutcomeKind.SKIPPED, key, reason="lock_held", detail=holder)
         if job.overlap is Overlap.DEFER:
             delay = self._backoff(job, 1)
-            log.event(logging.INFO, "run.deferred",
-                      f"{job.name}: deferred {key} by {delay:.0f}s: lock held by {holder}",
-                      reason="lock_held", lock_owner=holder, delay_s=delay)
+            log.event(
+                logging.INFO,
+                "run.deferred",
+                f"{job.name}: deferred {key} by {delay:.0f}s: lock held by {holder}",
+                reason="lock_held",
+                lock_owner=holder,
+                delay_s=delay,
+            )
             self._record_skip(job, "deferred", holder, now, overlap=False)
-            return Outcome(OutcomeKind.DEFERRED, key, delay=delay, reason="lock_held",
-                           detail=holder)
+            return Outcome(
+                OutcomeKind.DEFERRED, key, delay=delay, reason="lock_held", detail=holder
+            )
         detail = f"{job.name}: overlap refused for {key}: lock held by {holder}"
         log.event(logging.ERROR, "run.overlap", detail, reason="lock_held", lock_owner=holder)
-        self.store.commit([Merge(
-            status_key_of(job.name),
-            {"last_error": detail[: self.settings.error_snippet_chars],
-             "last_skip_reason": "overlap_failed", "last_skip_at": iso(now)},
-            {"consecutive_failures": 1},
-        )])
+        self.store.commit(
+            [
+                Merge(
+                    status_key_of(job.name),
+                    {
+                        "last_error": detail[: self.settings.error_snippet_chars],
+                        "last_skip_reason": "overlap_failed",
+                        "last_skip_at": iso(now),
+                    },
+                    {"consecutive_failures": 1},
+                )
+            ]
+        )
         return Outcome(OutcomeKind.OVERLAP_FAILED, key, reason="lock_held", detail=detail)
 
     def _record_skip(
         self, job: Job, reason: str, holder: str, now: datetime, *, overlap: bool
     ) -> None:
         counter = "skips_since_success" if overlap else "duplicates"
-        self.store.commit([Merge(
-            status_key_of(job.name),
-            {"last_skip_reason": reason, "last_skip_at": iso(now), "last_skip_owner": holder},
-            {counter: 1},
-        )])
+        self.store.commit(
+            [
+                Merge(
+                    status_key_of(job.name),
+                    {
+                        "last_skip_reason": reason,
+                        "last_skip_at": iso(now),
+                        "last_skip_owner": holder,
+                    },
+                    {counter: 1},
+                )
+            ]
+        )
 
     # -- record builders --------------------------------------------------------------------
     def _fresh_run(
-        self, job: Job, request: RunRequest, run_id: str, owner: str, payload_fp: str,
-        now: datetime, ttl: timedelta,
+        self,
+        job: Job,
+        request: RunRequest,
+        run_id: str,
+        owner: str,
+        payload_fp: str,
+        now: datetime,
+        ttl: timedelta,
     ) -> dict[str, Any]:
         return {
-            "job": job.name, "window": format_window(request.window), "run_key": request.run_key,
-            "state": RunState.RUNNING.value, "owner": owner, "run_id": run_id, "fence": 1,
-            "attempt": 1, "budget_start": 0, "redrive": 0, "lease_expires": iso(now + ttl),
-            "started_at": iso(now), "first_started_at": iso(now), "finished_at": None,
-            "checkpoint": None, "payload": request.payload, "payload_fp": payload_fp,
-            "reason": request.reason, "error": None, "counters": {},
+            "job": job.name,
+            "window": format_window(request.window),
+            "run_key": request.run_key,
+            "state": RunState.RUNNING.value,
+            "owner": owner,
+            "run_id": run_id,
+            "fence": 1,
+            "attempt": 1,
+            "budget_start": 0,
+            "redrive": 0,
+            "lease_expires": iso(now + ttl),
+            "started_at": iso(now),
+            "first_started_at": iso(now),
+            "finished_at": None,
+            "checkpoint": None,
+            "payload": request.payload,
+            "payload_fp": payload_fp,
+            "reason": request.reason,
+            "error": None,
+            "counters": {},
             "expire_at": expire_at(now, self.settings.retention),
         }
 
     def _takeover(
-        self, old: dict[str, Any], run_id: str, owner: str, redrive: int, now: datetime,
+        self,
+        old: dict[str, Any],
+        run_id: str,
+        owner: str,
+        redrive: int,
+        now: datetime,
         ttl: timedelta,
     ) -> dict[str, Any]:
         view = RunView(old)
         data = dict(old)
         data.update(
-            state=RunState.RUNNING.value, owner=owner, run_id=run_id, fence=view.fence + 1,
-            attempt=view.attempt + 1, lease_expires=iso(now + ttl), started_at=iso(now),
-            finished_at=None, previous_run_id=old.get("run_id"),
+            state=RunState.RUNNING.value,
+            owner=owner,
+            run_id=run_id,
+            fence=view.fence + 1,
+            attempt=view.attempt + 1,
+            lease_expires=iso(now + ttl),
+            started_at=iso(now),
+            finished_at=None,
+            previous_run_id=old.get("run_id"),
             expire_at=expire_at(now, self.settings.retention),
         )
         if redrive > view.redrive:  # a redriven dead letter gets a fresh attempt budget
@@ -378,10 +472,17 @@ class Engine:
         self, job: Job, request: RunRequest, run: dict[str, Any], now: datetime
     ) -> dict[str, Any]:
         return {
-            "job_name": job.name, "run_id": run["run_id"], "run_key": request.run_key,
-            "window": run["window"], "status": RunState.RUNNING.value, "started_at": iso(now),
-            "finished_at": None, "duration_ms": None, "attempt": run["attempt"],
-            "owner": run["owner"], "lease_expires": run["lease_expires"],
+            "job_name": job.name,
+            "run_id": run["run_id"],
+            "run_key": request.run_key,
+            "window": run["window"],
+            "status": RunState.RUNNING.value,
+            "started_at": iso(now),
+            "finished_at": None,
+            "duration_ms": None,
+            "attempt": run["attempt"],
+            "owner": run["owner"],
+            "lease_expires": run["lease_expires"],
         }
 
     def _item_record(self, item_key: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -392,7 +493,11 @@ class Engine:
 
     # -- running ----------------------------------------------------------------------------
     def _run(
-        self, job: Job, request: RunRequest, claim: _Claim, log: RunLogger,
+        self,
+        job: Job,
+        request: RunRequest,
+        claim: _Claim,
+        log: RunLogger,
         on_renew: Callable[[], None] | None,
     ) -> Outcome:
         lease, view = claim.lease, claim.view
@@ -402,19 +507,31 @@ class Engine:
             ledger = Ledger.from_records(self.store.query(ITEM, job.name, prefix=prefix))
         batch = max(1, min(self.settings.batch_size, (self.store.max_commit_ops - 3) // 2))
         ctx = RunContext(
-            job=job, window=request.window, run_key=request.run_key,
-            run_id=str(view.data["run_id"]), attempt=view.attempt, fence=view.fence,
-            payload=request.payload, checkpoint=view.data.get("checkpoint"), log=log,
-            lease=lease, ledger=ledger, batch_size=batch, uncertain=self.settings.uncertain,
-            now=self.settings.clock, retention=self.settings.retention,
+            job=job,
+            window=request.window,
+            run_key=request.run_key,
+            run_id=str(view.data["run_id"]),
+            attempt=view.attempt,
+            fence=view.fence,
+            payload=request.payload,
+            checkpoint=view.data.get("checkpoint"),
+            log=log,
+            lease=lease,
+            ledger=ledger,
+            batch_size=batch,
+            uncertain=self.settings.uncertain,
+            now=self.settings.clock,
+            retention=self.settings.retention,
             item_record=self._item_record,
         )
         keeper = LeaseKeeper(
-            lease, max_runtime=job.max_runtime,
+            lease,
+            max_runtime=job.max_runtime,
             interval=lease.ttl.total_seconds() * self.settings.renew_fraction,
             on_renew=on_renew,
-            on_lost=lambda exc: log.event(logging.ERROR, "lease.lost",
-                                          f"{job.name}: lease lost: {exc}; stopping the handler"),
+            on_lost=lambda exc: log.event(
+                logging.ERROR, "lease.lost", f"{job.name}: lease lost: {exc}; stopping the handler"
+            ),
         )
         with self._active_guard:
             self._active.add(lease)
@@ -427,7 +544,7 @@ class Engine:
             job.handler(ctx)
             if lease.lost:  # a handler that ignored a lost lease must not complete
                 lease.check()
-        except BaseException as exc:  # noqa: BLE001 - every failure is recorded, then re-raised
+        except BaseException as exc:
             error = exc
         finally:
             keeper.stop()
@@ -438,44 +555,94 @@ class Engine:
             if error is None:
                 return self._complete(job, request, ctx, lease, duration_ms, log)
             if isinstance(error, LeaseLost) or lease.lost:
-                log.event(logging.ERROR, "lease.lost",
-                          f"{job.name}: {request.run_key} was taken over by another worker; "
-                          "this attempt wrote nothing after that", reason="lease_lost")
-                return Outcome(OutcomeKind.LEASE_LOST, request.run_key, ctx.run_id,
-                               delay=self._backoff(job, 1), reason="lease_lost")
+                log.event(
+                    logging.ERROR,
+                    "lease.lost",
+                    f"{job.name}: {request.run_key} was taken over by another worker; "
+                    "this attempt wrote nothing after that",
+                    reason="lease_lost",
+                )
+                return Outcome(
+                    OutcomeKind.LEASE_LOST,
+                    request.run_key,
+                    ctx.run_id,
+                    delay=self._backoff(job, 1),
+                    reason="lease_lost",
+                )
             return self._fail(job, request, ctx, lease, error, duration_ms, log)
         finally:
             if error is not None and not isinstance(error, Exception):
                 raise error  # KeyboardInterrupt / SystemExit after recording
 
     def _complete(
-        self, job: Job, request: RunRequest, ctx: RunContext, lease: Lease,
-        duration_ms: int, log: RunLogger,
+        self,
+        job: Job,
+        request: RunRequest,
+        ctx: RunContext,
+        lease: Lease,
+        duration_ms: int,
+        log: RunLogger,
     ) -> Outcome:
         now = self.now()
         run_data = {
-            **lease.run_data, "state": RunState.SUCCEEDED.value, "finished_at": iso(now),
-            "duration_ms": duration_ms, "counters": ctx.counters, "error": None,
+            **lease.run_data,
+            "state": RunState.SUCCEEDED.value,
+            "finished_at": iso(now),
+            "duration_ms": duration_ms,
+            "counters": ctx.counters,
+            "error": None,
         }
         status = {
-            "status": RunState.SUCCEEDED.value, "run_id": ctx.run_id, "run_key": request.run_key,
-            "finished_at": iso(now), "duration_ms": duration_ms, "error_snippet": None,
-            "last_success_at": iso(now), "consecutive_failures": 0,
-            "skips_since_success": 0, "counters": ctx.counters,
+            "status": RunState.SUCCEEDED.value,
+            "run_id": ctx.run_id,
+            "run_key": request.run_key,
+            "finished_at": iso(now),
+            "duration_ms": duration_ms,
+            "error_snippet": None,
+            "last_success_at": iso(now),
+            "consecutive_failures": 0,
+            "skips_since_success": 0,
+            "counters": ctx.counters,
         }
-        if not self._finish(lease, run_data, status, {}, ctx.take_completed(), log, job,
-                            request, {"last_success_window_ts": int(request.window.timestamp())}):
-            return Outcome(OutcomeKind.LEASE_LOST, request.run_key, ctx.run_id,
-                           delay=self._backoff(job, 1), reason="lease_lost")
-        log.event(logging.INFO, "run.completed",
-                  f"{job.name}: {request.run_key} succeeded in {duration_ms} ms",
-                  status="succeeded", duration_ms=duration_ms, counters=ctx.counters)
-        return Outcome(OutcomeKind.SUCCEEDED, request.run_key, ctx.run_id,
-                       counters=dict(ctx.counters))
+        if not self._finish(
+            lease,
+            run_data,
+            status,
+            {},
+            ctx.take_completed(),
+            log,
+            job,
+            request,
+            {"last_success_window_ts": int(request.window.timestamp())},
+        ):
+            return Outcome(
+                OutcomeKind.LEASE_LOST,
+                request.run_key,
+                ctx.run_id,
+                delay=self._backoff(job, 1),
+                reason="lease_lost",
+            )
+        log.event(
+            logging.INFO,
+            "run.completed",
+            f"{job.name}: {request.run_key} succeeded in {duration_ms} ms",
+            status="succeeded",
+            duration_ms=duration_ms,
+            counters=ctx.counters,
+        )
+        return Outcome(
+            OutcomeKind.SUCCEEDED, request.run_key, ctx.run_id, counters=dict(ctx.counters)
+        )
 
     def _fail(
-        self, job: Job, request: RunRequest, ctx: RunContext, lease: Lease,
-        error: BaseException, duration_ms: int, log: RunLogger,
+        self,
+        job: Job,
+        request: RunRequest,
+        ctx: RunContext,
+        lease: Lease,
+        error: BaseException,
+        duration_ms: int,
+        log: RunLogger,
     ) -> Outcome:
         now = self.now()
         view = RunView(lease.run_data)
@@ -485,41 +652,93 @@ class Engine:
         text = snippet(error, self.settings.error_snippet_chars)
         state = RunState.DEAD_LETTERED if (permanent or exhausted) else RunState.FAILED
         run_data = {
-            **lease.run_data, "state": state.value, "finished_at": iso(now),
-            "duration_ms": duration_ms, "counters": ctx.counters, "error": text,
+            **lease.run_data,
+            "state": state.value,
+            "finished_at": iso(now),
+            "duration_ms": duration_ms,
+            "counters": ctx.counters,
+            "error": text,
         }
         status = {
-            "status": state.value, "run_id": ctx.run_id, "run_key": request.run_key,
-            "finished_at": iso(now), "duration_ms": duration_ms, "error_snippet": text,
+            "status": state.value,
+            "run_id": ctx.run_id,
+            "run_key": request.run_key,
+            "finished_at": iso(now),
+            "duration_ms": duration_ms,
+            "error_snippet": text,
             "error_type": type(error).__name__,
         }
-        if not self._finish(lease, run_data, status, {"consecutive_failures": 1},
-                            ctx.take_completed(), log, job, request, {}):
-            return Outcome(OutcomeKind.LEASE_LOST, request.run_key, ctx.run_id,
-                           delay=self._backoff(job, 1), reason="lease_lost")
+        if not self._finish(
+            lease,
+            run_data,
+            status,
+            {"consecutive_failures": 1},
+            ctx.take_completed(),
+            log,
+            job,
+            request,
+            {},
+        ):
+            return Outcome(
+                OutcomeKind.LEASE_LOST,
+                request.run_key,
+                ctx.run_id,
+                delay=self._backoff(job, 1),
+                reason="lease_lost",
+            )
         interrupted = isinstance(error, RunInterrupted)
         if state is RunState.DEAD_LETTERED:
             reason = "PermanentError" if permanent else "MaxAttemptsExceeded"
-            log.event(logging.ERROR, "run.dead_lettered",
-                      f"{job.name}: {request.run_key} dead-lettered after {used} attempt(s): "
-                      f"{text}", reason=reason, error_type=type(error).__name__,
-                      attempts=used, duration_ms=duration_ms)
-            return Outcome(OutcomeKind.DEAD_LETTERED, request.run_key, ctx.run_id,
-                           reason=reason, detail=f"{used} attempt(s); last error: {text}")
+            log.event(
+                logging.ERROR,
+                "run.dead_lettered",
+                f"{job.name}: {request.run_key} dead-lettered after {used} attempt(s): {text}",
+                reason=reason,
+                error_type=type(error).__name__,
+                attempts=used,
+                duration_ms=duration_ms,
+            )
+            return Outcome(
+                OutcomeKind.DEAD_LETTERED,
+                request.run_key,
+                ctx.run_id,
+                reason=reason,
+                detail=f"{used} attempt(s); last error: {text}",
+            )
         delay = self._backoff(job, used)
-        log.event(logging.ERROR, "run.failed",
-                  f"{job.name}: {request.run_key} failed (attempt {used} of "
-                  f"{job.retry.max_attempts}); retrying in {delay:.0f}s: {text}",
-                  error_type=type(error).__name__, status="failed", duration_ms=duration_ms,
-                  interrupted=interrupted, retry_in_s=delay, counters=ctx.counters,
-                  exc_info=None if interrupted else error)
-        return Outcome(OutcomeKind.FAILED, request.run_key, ctx.run_id, delay=delay,
-                       reason=type(error).__name__, detail=text)
+        log.event(
+            logging.ERROR,
+            "run.failed",
+            f"{job.name}: {request.run_key} failed (attempt {used} of "
+            f"{job.retry.max_attempts}); retrying in {delay:.0f}s: {text}",
+            error_type=type(error).__name__,
+            status="failed",
+            duration_ms=duration_ms,
+            interrupted=interrupted,
+            retry_in_s=delay,
+            counters=ctx.counters,
+            exc_info=None if interrupted else error,
+        )
+        return Outcome(
+            OutcomeKind.FAILED,
+            request.run_key,
+            ctx.run_id,
+            delay=delay,
+            reason=type(error).__name__,
+            detail=text,
+        )
 
     def _finish(
-        self, lease: Lease, run_data: dict[str, Any], status: dict[str, Any],
-        increments: dict[str, int], item_marks: list[Op], log: RunLogger, job: Job,
-        request: RunRequest, maximums: dict[str, int],
+        self,
+        lease: Lease,
+        run_data: dict[str, Any],
+        status: dict[str, Any],
+        increments: dict[str, int],
+        item_marks: list[Op],
+        log: RunLogger,
+        job: Job,
+        request: RunRequest,
+        maximums: dict[str, int],
     ) -> bool:
         """Final fenced commit: run record, lock release, status, last ledger marks."""
         status_op = Merge(status_key_of(job.name), status, increments, maximums)
@@ -545,8 +764,12 @@ class Engine:
                 if exc.index > 1:
                     raise
                 lease.interrupt(LeaseLost("run was taken over before it could finish"))
-                log.event(logging.ERROR, "lease.lost",
-                          f"{job.name}: {request.run_key} was taken over before it finished; "
-                          "its result was not recorded", reason="lease_lost")
+                log.event(
+                    logging.ERROR,
+                    "lease.lost",
+                    f"{job.name}: {request.run_key} was taken over before it finished; "
+                    "its result was not recorded",
+                    reason="lease_lost",
+                )
                 return False
         return True

@@ -64,7 +64,7 @@ class Retry:
     def backoff(self, attempt: int) -> timedelta:
         """Delay before attempt ``attempt + 1`` after attempt ``attempt`` failed."""
         lo, hi = parse_duration(self.min_backoff), parse_duration(self.max_backoff)
-        return min(hi, lo * (2 ** max(0, attempt - 1)))
+        return min(hi, lo * (1 << min(max(0, attempt - 1), 40)))
 
 
 @dataclass(frozen=True)

@@ -76,10 +76,12 @@ class Lease:
         """Raise the pending interruption; also self-fence once the lease has run out by this
         process's own clock (a paused process must not start another side effect)."""
         if self._interruption is None and self.clock() >= self.expires_at():
-            self.interrupt(LeaseLost(
-                f"lease on {self.run_data.get('run_key')} expired at "
-                f"{iso(self.expires_at())} before it could be renewed (process paused?)"
-            ))
+            self.interrupt(
+                LeaseLost(
+                    f"lease on {self.run_data.get('run_key')} expired at "
+                    f"{iso(self.expires_at())} before it could be renewed (process paused?)"
+                )
+            )
         if self._interruption is not None:
             raise self._interruption
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from .durations import format_duration
@@ -54,11 +54,13 @@ class Alert:
 
     def fields(self) -> dict[str, Any]:
         return {
-            "job": self.job, "alert": self.kind.value,
+            "job": self.job,
+            "alert": self.kind.value,
             "state": "firing" if self.firing else "recovered",
             "last_success": self.last_success.isoformat() if self.last_success else None,
             "expected_next": self.expected_next.isoformat() if self.expected_next else None,
-            "first_check": self.first_check, **self.extra,
+            "first_check": self.first_check,
+            **self.extra,
         }
 
 
@@ -115,8 +117,9 @@ class Watcher:
         self.log = get_logger("watcher")
 
     # -- pure evaluation --------------------------------------------------------------------
-    def evaluate(self, statuses: Iterable[Record], now: datetime, dlq_depth: int | None
-                 ) -> tuple[list[JobHealth], dict[str, Any]]:
+    def evaluate(
+        self, statuses: Iterable[Record], now: datetime, dlq_depth: int | None
+    ) -> tuple[list[JobHealth], dict[str, Any]]:
         by_job = {r.key.job: r.data for r in statuses}
         health = [self._job_health(job, by_job.get(job.name, {}), now) for job in self.jobs]
         return health, by_job.get(WATCHER_RECORD, {})
@@ -132,48 +135,64 @@ class Watcher:
         due = job.schedule.floor(now - grace)
         common = {"last_success": last_success, "expected_next": expected_next}
 
-        if due >= job.schedule.floor(first_seen) and (last_window is None or last_window < due):
-            if due > first_seen or last_window is not None:
-                conditions[Condition.MISSED] = Alert(
-                    job.name, Condition.MISSED, True,
-                    f"{job.name} missed: no success for the {format_window(due)} window "
-                    f"(grace {format_duration(grace)}); last success {_fmt(last_success)}, "
-                    f"next run expected {_fmt(expected_next)}. First check: is the scheduler "
-                    "firing (Cloud Scheduler job / timer trigger / `cronwarden run`) and is a "
-                    "worker consuming the queue? Then the lock record and recent deploys.",
-                    first_check="scheduler and worker", extra={"window": format_window(due)},
-                    **common,
-                )
+        # ``due`` is owed once the job was known by then: watched since before it, or with a
+        # success on record (a job first seen after ``due`` owes nothing for it).
+        owed = due > first_seen or last_window is not None
+        if owed and (last_window is None or last_window < due):
+            conditions[Condition.MISSED] = Alert(
+                job.name,
+                Condition.MISSED,
+                True,
+                f"{job.name} missed: no success for the {format_window(due)} window "
+                f"(grace {format_duration(grace)}); last success {_fmt(last_success)}, "
+                f"next run expected {_fmt(expected_next)}. First check: is the scheduler "
+                "firing (Cloud Scheduler job / timer trigger / `cronwarden run`) and is a "
+                "worker consuming the queue? Then the lock record and recent deploys.",
+                first_check="scheduler and worker",
+                extra={"window": format_window(due)},
+                **common,
+            )
         failures = int(status.get("consecutive_failures") or 0)
         if failures >= job.liveness.failure_threshold:
             error = redact(str(status.get("error_snippet") or status.get("last_error") or "?"))
             conditions[Condition.FAILING] = Alert(
-                job.name, Condition.FAILING, True,
+                job.name,
+                Condition.FAILING,
+                True,
                 f"{job.name} failing: {failures} consecutive failures; last error: {error}. "
                 f"Last success {_fmt(last_success)}, next run expected {_fmt(expected_next)}. "
                 "First check: the error above, recent deploys, expired secrets or credentials.",
-                first_check="last error", extra={"consecutive_failures": failures}, **common,
+                first_check="last error",
+                extra={"consecutive_failures": failures},
+                **common,
             )
         started = parse_iso(status.get("started_at"))
         if status.get("status") == "running" and started and now - started > job.max_runtime:
             conditions[Condition.STUCK] = Alert(
-                job.name, Condition.STUCK, True,
+                job.name,
+                Condition.STUCK,
+                True,
                 f"{job.name} stuck: run {status.get('run_id')} ({status.get('run_key')}) has "
                 f"been running for {format_duration(now - started)}, over its max runtime of "
                 f"{format_duration(job.max_runtime)}. First check: the logs of run_id "
                 f"{status.get('run_id')} on {status.get('owner', '?')}; its lease expires at "
                 f"{status.get('lease_expires', '?')} and another worker can then take over.",
-                first_check="worker logs for the run id", extra={"run_id": status.get("run_id")},
+                first_check="worker logs for the run id",
+                extra={"run_id": status.get("run_id")},
                 **common,
             )
         skips = int(status.get("skips_since_success") or 0)
         if skips >= job.liveness.skip_threshold:
             conditions[Condition.SKIPPING] = Alert(
-                job.name, Condition.SKIPPING, True,
+                job.name,
+                Condition.SKIPPING,
+                True,
                 f"{job.name} skipping: {skips} runs skipped since the last success because the "
                 f"lock was held (last by {status.get('last_skip_owner') or '?'}). First check: "
                 "the lock record and whether its owner is still alive.",
-                first_check="lock record", extra={"skips": skips}, **common,
+                first_check="lock record",
+                extra={"skips": skips},
+                **common,
             )
         return JobHealth(job, status, conditions, last_success, last_window, expected_next)
 
@@ -192,8 +211,11 @@ class Watcher:
             current = {c.value for c in item.conditions}
             active.extend(item.conditions.values())
             new = [a for c, a in item.conditions.items() if c.value not in previous]
-            gone = [self._recovery(item, Condition(c)) for c in sorted(previous - current)
-                    if c in Condition.__members__.values()]
+            gone = [
+                self._recovery(item, Condition(c))
+                for c in sorted(previous - current)
+                if c in Condition.__members__.values()
+            ]
             fired += new
             recovered += gone
             fields: dict[str, Any] = {}
@@ -208,23 +230,40 @@ class Watcher:
             had = bool(watcher_status.get("alerts"))
             if depth > 0:
                 alert = Alert(
-                    WATCHER_RECORD, Condition.DEAD_LETTERS, True,
+                    WATCHER_RECORD,
+                    Condition.DEAD_LETTERS,
+                    True,
                     f"{depth} message(s) waiting in the dead-letter queue. First check: "
                     "`cronwarden dlq list` for the reasons; fix the cause, then "
                     "`cronwarden dlq redrive`.",
-                    first_check="cronwarden dlq list", extra={"dlq_depth": depth},
+                    first_check="cronwarden dlq list",
+                    extra={"dlq_depth": depth},
                 )
                 active.append(alert)
                 if not had:
                     fired.append(alert)
             elif had:
-                recovered.append(Alert(WATCHER_RECORD, Condition.DEAD_LETTERS, False,
-                                       "dead-letter queue is empty again"))
+                recovered.append(
+                    Alert(
+                        WATCHER_RECORD,
+                        Condition.DEAD_LETTERS,
+                        False,
+                        "dead-letter queue is empty again",
+                    )
+                )
             if had != (depth > 0):
-                self.store.commit([Merge(status_key_of(WATCHER_RECORD), {
-                    "alerts": [Condition.DEAD_LETTERS.value] if depth > 0 else [],
-                    "alerts_updated_at": iso(now), "dlq_depth": depth,
-                })])
+                self.store.commit(
+                    [
+                        Merge(
+                            status_key_of(WATCHER_RECORD),
+                            {
+                                "alerts": [Condition.DEAD_LETTERS.value] if depth > 0 else [],
+                                "alerts_updated_at": iso(now),
+                                "dlq_depth": depth,
+                            },
+                        )
+                    ]
+                )
         for alert in fired + recovered:
             for notifier in self.notifiers:
                 notifier.notify(alert)
@@ -232,8 +271,11 @@ class Watcher:
 
     def _recovery(self, item: JobHealth, kind: Condition) -> Alert:
         return Alert(
-            item.job.name, kind, False,
+            item.job.name,
+            kind,
+            False,
             f"{item.job.name} recovered from {kind.value}; last success "
             f"{_fmt(item.last_success)}, next run expected {_fmt(item.expected_next)}.",
-            last_success=item.last_success, expected_next=item.expected_next,
+            last_success=item.last_success,
+            expected_next=item.expected_next,
         )

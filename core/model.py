@@ -123,7 +123,5 @@ class RunRequest:
         window = parse_window(body["window"])
         request = cls(job=body["job"], window=window, reason=reason, payload=payload)
         if "run_key" in body and body["run_key"] != request.run_key:
-            raise MalformedRunRequest(
-                f"run_key {body['run_key']!r} does not match job and window"
-            )
+            raise MalformedRunRequest(f"run_key {body['run_key']!r} does not match job and window")
         return request

@@ -30,8 +30,7 @@ class LogNotifier:
         self.logger.log(
             logging.ERROR if alert.firing else logging.INFO,
             alert.text,
-            extra={"event": "alert.fired" if alert.firing else "alert.recovered",
-                   **alert.fields()},
+            extra={"event": "alert.fired" if alert.firing else "alert.recovered", **alert.fields()},
         )
 
 
@@ -53,7 +52,9 @@ class WebhookNotifier:
     def notify(self, alert: Alert) -> None:
         body = json.dumps({"text": alert.text, "alert": alert.fields()}).encode()
         request = urllib.request.Request(  # noqa: S310 - the user configures the scheme
-            self.url, data=body, method="POST",
+            self.url,
+            data=body,
+            method="POST",
             headers={"Content-Type": "application/json", "User-Agent": "cronwarden"},
         )
         try:
@@ -62,6 +63,7 @@ class WebhookNotifier:
         except Exception as exc:
             self.failures += 1
             get_logger("alert").error(
-                "webhook delivery failed: %s", redact(f"{type(exc).__name__}: {exc}"),
+                "webhook delivery failed: %s",
+                redact(f"{type(exc).__name__}: {exc}"),
                 extra={"event": "alert.webhook_failed", "alert": alert.kind, "job": alert.job},
             )

@@ -89,8 +89,10 @@ class LockView:
 
     @property
     def holder(self) -> str:
-        return f"{self.data.get('owner', '?')} (run {self.data.get('run_id', '?')}, " \
-               f"{self.data.get('run_key', '?')})"
+        return (
+            f"{self.data.get('owner', '?')} (run {self.data.get('run_id', '?')}, "
+            f"{self.data.get('run_key', '?')})"
+        )
 
 
 def expire_at(now: datetime, retention: timedelta) -> str:

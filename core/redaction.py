@@ -25,12 +25,15 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + MASK),
     (re.compile(r"(?i)(://[^:/\s@]+:)[^@\s/]+@"), r"\1" + MASK + "@"),
     (
-        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)",
-                   re.S),
+        re.compile(
+            r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S
+        ),
         "-----BEGIN PRIVATE KEY-----" + MASK,
     ),
-    (re.compile(r"\b(xox[abposr]-|ghp_|gho_|github_pat_|sk-|AKIA|AIza)[A-Za-z0-9_\-]{8,}"),
-     r"\1" + MASK),
+    (
+        re.compile(r"\b(xox[abposr]-|ghp_|gho_|github_pat_|sk-|AKIA|AIza)[A-Za-z0-9_\-]{8,}"),
+        r"\1" + MASK,
+    ),
 ]
 
 _registered: set[str] = set()

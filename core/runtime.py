@@ -26,8 +26,13 @@ class Scheduler(threading.Thread):
     """Fires each job's windows as they come due, through ``tick(job_name, fire_time)``."""
 
     def __init__(
-        self, jobs: JobSet, tick: Callable[[str, datetime], object], stop: threading.Event,
-        *, clock: Clock | None = None, max_sleep: float = 30.0,
+        self,
+        jobs: JobSet,
+        tick: Callable[[str, datetime], object],
+        stop: threading.Event,
+        *,
+        clock: Clock | None = None,
+        max_sleep: float = 30.0,
     ) -> None:
         super().__init__(name="cronwarden-scheduler", daemon=True)
         self.jobs = jobs
@@ -46,8 +51,12 @@ class Scheduler(threading.Thread):
                     try:
                         self.tick(name, when)
                     except Exception as exc:
-                        log.error("scheduler tick for %s failed: %s", name, exc,
-                                  extra={"event": "scheduler.error", "job": name})
+                        log.error(
+                            "scheduler tick for %s failed: %s",
+                            name,
+                            exc,
+                            extra={"event": "scheduler.error", "job": name},
+                        )
                     self.next_fire[name] = self.jobs[name].schedule.next_after(when)
             wait = (min(self.next_fire.values()) - utc(self.clock())).total_seconds()
             self.stop_event.wait(max(0.05, min(self.max_sleep, wait)))
@@ -57,7 +66,11 @@ class LocalRunner:
     """Scheduler + worker pool + (optionally) the watcher, in one process."""
 
     def __init__(
-        self, jobs: JobSet, provider: Provider, *, workers: int = 2,
+        self,
+        jobs: JobSet,
+        provider: Provider,
+        *,
+        workers: int = 2,
         settings: EngineSettings | None = None,
     ) -> None:
         self.jobs = jobs
@@ -86,18 +99,29 @@ class LocalRunner:
     def serve(self, *, watch_every: float | None = 60.0) -> None:
         """Run until :meth:`stop` (or Ctrl-C): scheduler, workers and the watcher."""
         threads: list[threading.Thread] = [
-            Scheduler(self.jobs, lambda n, w: self.trigger.tick(n, w), self.stop_event,
-                      clock=self.engine.settings.clock)
+            Scheduler(
+                self.jobs,
+                lambda n, w: self.trigger.tick(n, w),
+                self.stop_event,
+                clock=self.engine.settings.clock,
+            )
         ]
         threads += [
-            threading.Thread(target=w.serve, args=(self.stop_event,), daemon=True,
-                             name=f"cronwarden-worker-{i}")
+            threading.Thread(
+                target=w.serve, args=(self.stop_event,), daemon=True, name=f"cronwarden-worker-{i}"
+            )
             for i, w in enumerate(self.workers)
         ]
         if watch_every:
             watcher = Watcher(self.jobs, self.store, self.queue)
-            threads.append(threading.Thread(target=self._watch, args=(watcher, watch_every),
-                                            daemon=True, name="cronwarden-watcher"))
+            threads.append(
+                threading.Thread(
+                    target=self._watch,
+                    args=(watcher, watch_every),
+                    daemon=True,
+                    name="cronwarden-watcher",
+                )
+            )
         for thread in threads:
             thread.start()
         try:

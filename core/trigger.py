@@ -10,7 +10,6 @@ the reason), execute through the engine, then ack / retry with backoff / dead-le
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Mapping
 from datetime import datetime
@@ -46,16 +45,18 @@ class Trigger:
         self.queue = queue
         self.store = store
 
-    def tick(self, job_name: str, fired_at: datetime, *, reason: str = "schedule") -> list[
-        RunRequest
-    ]:
+    def tick(
+        self, job_name: str, fired_at: datetime, *, reason: str = "schedule"
+    ) -> list[RunRequest]:
         """Enqueue the window ``fired_at`` falls in, plus catch-up windows (oldest first)."""
         job = self._job(job_name)
         window = job.schedule.floor(utc(fired_at))
         requests = []
         if self.store is not None and job.catch_up.enabled:
-            requests += [RunRequest(job.name, w, reason="catch_up")
-                         for w in catch_up_windows(self.store, job, window)]
+            requests += [
+                RunRequest(job.name, w, reason="catch_up")
+                for w in catch_up_windows(self.store, job, window)
+            ]
         requests.append(RunRequest(job.name, window, reason=reason))
         for request in requests:
             self.publish(request)
@@ -63,13 +64,22 @@ class Trigger:
 
     def publish(self, request: RunRequest, *, delay: float = 0.0) -> None:
         self.queue.publish(
-            request.to_json(), attributes=request_attributes(request),
-            dedup_id=request.run_key, delay=delay,
+            request.to_json(),
+            attributes=request_attributes(request),
+            dedup_id=request.run_key,
+            delay=delay,
         )
         log.info(
-            "%s: enqueued %s (%s)", request.job, request.run_key, request.reason,
-            extra={"event": "run.enqueued", "job": request.job, "run_key": request.run_key,
-                   "reason": request.reason},
+            "%s: enqueued %s (%s)",
+            request.job,
+            request.run_key,
+            request.reason,
+            extra={
+                "event": "run.enqueued",
+                "job": request.job,
+                "run_key": request.run_key,
+                "reason": request.reason,
+            },
         )
 
     def _job(self, name: str) -> Job:
@@ -106,7 +116,8 @@ class Worker:
             return None
         try:
             outcome = self.engine.execute(
-                request, redrive=_redrive_generation(delivery.attributes),
+                request,
+                redrive=_redrive_generation(delivery.attributes),
                 on_renew=lambda: self.queue.extend(delivery, self.visibility),
             )
         except MalformedRunRequest as exc:
@@ -114,10 +125,14 @@ class Worker:
             return None
         except Exception as exc:  # store outage: nothing was decided, try again later
             wlog.error(
-                "could not process %s: %s; it will be delivered again", request.run_key,
+                "could not process %s: %s; it will be delivered again",
+                request.run_key,
                 redact(f"{type(exc).__name__}: {exc}"),
-                extra={"event": "worker.error", "run_key": request.run_key,
-                       "error_type": type(exc).__name__},
+                extra={
+                    "event": "worker.error",
+                    "run_key": request.run_key,
+                    "error_type": type(exc).__name__,
+                },
             )
             self.queue.retry(delivery, delay=min(60.0, 2.0 ** min(delivery.attempt, 6)))
             return None
@@ -135,9 +150,14 @@ class Worker:
     def _reject(self, delivery: Delivery, reason: str, detail: str) -> None:
         detail = redact(detail)
         wlog.error(
-            "dead-lettered malformed message %s: %s", delivery.message_id, detail,
-            extra={"event": "run.dead_lettered", "reason": reason,
-                   "message_id": delivery.message_id},
+            "dead-lettered malformed message %s: %s",
+            delivery.message_id,
+            detail,
+            extra={
+                "event": "run.dead_lettered",
+                "reason": reason,
+                "message_id": delivery.message_id,
+            },
         )
         self.queue.dead_letter(delivery, reason, detail)
 
@@ -154,8 +174,11 @@ class Worker:
             try:
                 self.poll(wait=wait)
             except Exception as exc:  # broker hiccup: log, back off, keep serving
-                wlog.error("receive failed: %s", redact(str(exc)),
-                           extra={"event": "worker.error", "error_type": type(exc).__name__})
+                wlog.error(
+                    "receive failed: %s",
+                    redact(str(exc)),
+                    extra={"event": "worker.error", "error_type": type(exc).__name__},
+                )
                 stop.wait(1.0)
 
 

@@ -66,8 +66,12 @@ class ManagedProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child, closed below
         try:
             self.process = subprocess.Popen(
-                list(self.argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, start_new_session=True,
+                list(self.argv),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
             )
         finally:
             log.close()
@@ -108,10 +112,8 @@ class ManagedProcess:
         pgid = self.process.pid
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            pass
         # The launcher may have exited while children of its group linger (gcloud → java).
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGKILL)

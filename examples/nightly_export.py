@@ -56,10 +56,12 @@ def nightly_export(ctx: cronwarden.RunContext) -> None:
     mail = MailSink()
     sent = 0
     for item in ctx.items(CUSTOMERS, key="id"):
-        report = {"customer": item.key, "window": ctx.window.isoformat(),
-                  "orders": item.value["orders"]}
-        if mail.send(item.value["email"], json.dumps(report),
-                     idempotency_key=item.idempotency_key):
+        report = {
+            "customer": item.key,
+            "window": ctx.window.isoformat(),
+            "orders": item.value["orders"],
+        }
+        if mail.send(item.value["email"], json.dumps(report), idempotency_key=item.idempotency_key):
             sent += 1
     ctx.count("emails_sent", sent)
     ctx.log.info("sent %d report(s) for %s", sent, ctx.window.date())

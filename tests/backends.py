@@ -102,8 +102,13 @@ def pubsub_queue(
 
     emulator = request.getfixturevalue("pubsub_emulator")
     queue = PubSubQueue(
-        _gcp_project(request), "runs", "worker", max_deliveries=max(5, max_deliveries),
-        retry_backoff=(0.0, 1.0), emulator_host=emulator.address, create_missing=True,
+        _gcp_project(request),
+        "runs",
+        "worker",
+        max_deliveries=max(5, max_deliveries),
+        retry_backoff=(0.0, 1.0),
+        emulator_host=emulator.address,
+        create_missing=True,
     )
     try:
         yield queue

@@ -165,17 +165,22 @@ class SQLiteQueue(Queue):
         )
 
     def dlq_depth(self) -> int:
-        (count,) = self._db.connection().execute(
-            "SELECT count(*) FROM messages WHERE dlq = 1"
-        ).fetchone()
+        (count,) = (
+            self._db.connection().execute("SELECT count(*) FROM messages WHERE dlq = 1").fetchone()
+        )
         return int(count)
 
     def dlq_peek(self, limit: int = 10) -> list[DeadLetter]:
-        rows = self._db.connection().execute(
-            "SELECT message_id, body, attributes, reason, description, attempt, dead_lettered_at "
-            "FROM messages WHERE dlq = 1 ORDER BY dead_lettered_at, seq LIMIT ?",
-            (limit,),
-        ).fetchall()
+        rows = (
+            self._db.connection()
+            .execute(
+                "SELECT message_id, body, attributes, reason, description, attempt, "
+                "dead_lettered_at FROM messages WHERE dlq = 1 "
+                "ORDER BY dead_lettered_at, seq LIMIT ?",
+                (limit,),
+            )
+            .fetchall()
+        )
         return [
             DeadLetter(
                 message_id=r[0],

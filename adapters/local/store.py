@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from cronwarden.errors import CommitConflict
-from cronwarden.ports import Create, Delete, Key, Merge, Op, Record, Store, Update, Version
+from cronwarden.ports import Create, Delete, Key, Op, Record, Store, Update, Version
 
 from ._db import Database
 
@@ -35,10 +35,14 @@ class SQLiteStore(Store):
         self._db = Database(path, _SCHEMA)
 
     def _get(self, key: Key) -> Record | None:
-        row = self._db.connection().execute(
-            "SELECT data, version FROM records WHERE kind=? AND job=? AND id=?",
-            (key.kind, key.job, key.id),
-        ).fetchone()
+        row = (
+            self._db.connection()
+            .execute(
+                "SELECT data, version FROM records WHERE kind=? AND job=? AND id=?",
+                (key.kind, key.job, key.id),
+            )
+            .fetchone()
+        )
         return Record(key, json.loads(row[0]), row[1]) if row else None
 
     def _commit(self, ops: list[Op]) -> list[Version]:

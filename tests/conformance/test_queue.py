@@ -144,7 +144,7 @@ def test_broker_dead_letters_after_max_deliveries(queue: Queue) -> None:
         got = queue.receive(1, visibility=1.0, wait=1.0)
         attempts.extend(d.attempt for d in got)  # never settled: a worker that keeps crashing
     assert queue.dlq_depth() == 1
-    assert attempts[: limit] == list(range(1, limit + 1))
+    assert attempts[:limit] == list(range(1, limit + 1))
     assert len(attempts) == limit
     (dead,) = queue.dlq_peek(1)
     assert dead.body == b"crashloop"

@@ -20,8 +20,14 @@ def test_get_missing_returns_none(store: Store) -> None:
 
 def test_create_then_get_round_trips_json_values(store: Store) -> None:
     data = {
-        "state": "running", "fence": 1, "big": 2**53 + 1, "ratio": 0.25, "ok": True,
-        "none": None, "list": [1, "a"], "nested": {"a": {"b": "ü ✓"}},
+        "state": "running",
+        "fence": 1,
+        "big": 2**53 + 1,
+        "ratio": 0.25,
+        "ok": True,
+        "none": None,
+        "list": [1, "a"],
+        "nested": {"a": {"b": "ü ✓"}},
     }
     (version,) = store.commit([Create(RUN_KEY, data)])
     record = store.get(RUN_KEY)
@@ -95,12 +101,14 @@ def test_commit_is_all_or_nothing(store: Store) -> None:
     store.commit([Create(LOCK_KEY, {"owner": "a"})])
     item = Key(ITEM, "billing-sync", "2026-01-20T02:00Z/cust-1")
     with pytest.raises(CommitConflict) as info:
-        store.commit([
-            Update(RUN_KEY, {"state": "succeeded"}, v_run),
-            Merge(STATUS_KEY, {"status": "succeeded"}, {"n": 1}),
-            Create(item, {"state": "done"}),
-            Create(LOCK_KEY, {"owner": "b"}),  # fails: exists
-        ])
+        store.commit(
+            [
+                Update(RUN_KEY, {"state": "succeeded"}, v_run),
+                Merge(STATUS_KEY, {"status": "succeeded"}, {"n": 1}),
+                Create(item, {"state": "done"}),
+                Create(LOCK_KEY, {"owner": "b"}),  # fails: exists
+            ]
+        )
     assert info.value.index == 3
     run = store.get(RUN_KEY)
     assert run is not None and run.data == {"state": "running"} and run.version == v_run
@@ -110,11 +118,13 @@ def test_commit_is_all_or_nothing(store: Store) -> None:
 
 def test_commit_returns_versions_per_op(store: Store) -> None:
     (v_lock,) = store.commit([Create(LOCK_KEY, {"owner": "a"})])
-    versions = store.commit([
-        Create(RUN_KEY, {"s": 1}),
-        Merge(STATUS_KEY, {"s": 1}),
-        Delete(LOCK_KEY, v_lock),
-    ])
+    versions = store.commit(
+        [
+            Create(RUN_KEY, {"s": 1}),
+            Merge(STATUS_KEY, {"s": 1}),
+            Delete(LOCK_KEY, v_lock),
+        ]
+    )
     assert len(versions) == 3
     assert versions[2] is None
     run, status = store.get(RUN_KEY), store.get(STATUS_KEY)
@@ -132,16 +142,20 @@ def test_query_by_kind_job_prefix_and_range(store: Store) -> None:
         for window in ("2026-01-01T00:00Z", "2026-01-02T00:00Z", "2026-01-03T00:00Z"):
             store.commit([Create(Key(RUN, job, window), {"job": job, "w": window})])
         store.commit([Merge(Key(STATUS, job), {"job": job})])
-        store.commit([
-            Create(Key(ITEM, job, f"2026-01-01T00:00Z/{i:03d}"), {"i": i}) for i in range(5)
-        ] + [Create(Key(ITEM, job, "2026-01-02T00:00Z/000"), {"i": 99})])
+        store.commit(
+            [Create(Key(ITEM, job, f"2026-01-01T00:00Z/{i:03d}"), {"i": i}) for i in range(5)]
+            + [Create(Key(ITEM, job, "2026-01-02T00:00Z/000"), {"i": 99})]
+        )
 
     statuses = store.query(STATUS)
     assert [r.key.job for r in statuses] == ["alpha", "beta"]
 
     runs = store.query(RUN, "beta")
-    assert [r.key.id for r in runs] == ["2026-01-01T00:00Z", "2026-01-02T00:00Z",
-                                        "2026-01-03T00:00Z"]
+    assert [r.key.id for r in runs] == [
+        "2026-01-01T00:00Z",
+        "2026-01-02T00:00Z",
+        "2026-01-03T00:00Z",
+    ]
     assert all(r.data["job"] == "beta" for r in runs)
 
     ranged = store.query(RUN, "alpha", start="2026-01-02T00:00Z", end="2026-01-03T00:00Z")
@@ -188,8 +202,7 @@ def test_compare_and_set_race_loses_no_update(store: Store) -> None:
             record = store.get(RUN_KEY)
             assert record is not None
             try:
-                store.commit([Update(RUN_KEY, {"count": record.data["count"] + 1},
-                                     record.version)])
+                store.commit([Update(RUN_KEY, {"count": record.data["count"] + 1}, record.version)])
             except CommitConflict:
                 continue
             done += 1
@@ -216,8 +229,9 @@ def test_max_commit_ops_is_honoured(store: Store) -> None:
     ops = [Create(Key(ITEM, "billing-sync", f"w/{i:04d}"), {"i": i}) for i in range(n)]
     assert len(store.commit(ops)) == n
     assert len(store.query(ITEM, "billing-sync", prefix="w/")) == n
-    too_many = [Create(Key(ITEM, "billing-sync", f"x/{i}"), {}) for i in
-                range(store.max_commit_ops + 1)]
+    too_many = [
+        Create(Key(ITEM, "billing-sync", f"x/{i}"), {}) for i in range(store.max_commit_ops + 1)
+    ]
     with pytest.raises(ValueError, match="limit"):
         store.commit(too_many)
 

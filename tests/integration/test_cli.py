@@ -14,14 +14,20 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "nightly_export.py")
 
 
-def cw(tmp_path: Path, *args: str, env: dict[str, str] | None = None
-       ) -> subprocess.CompletedProcess[str]:
+def cw(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("cronwarden") or ""
     argv = [exe] if exe else [sys.executable, "-c", "from cronwarden.cli import main; main()"]
-    full_env = {**os.environ, "CRONWARDEN_LOCAL_PATH": str(tmp_path / "state.db"),
-                "COLUMNS": "200", **(env or {})}
-    return subprocess.run([*argv, *args], capture_output=True, text=True, env=full_env,
-                          cwd=tmp_path, timeout=120)
+    full_env = {
+        **os.environ,
+        "CRONWARDEN_LOCAL_PATH": str(tmp_path / "state.db"),
+        "COLUMNS": "200",
+        **(env or {}),
+    }
+    return subprocess.run(
+        [*argv, *args], capture_output=True, text=True, env=full_env, cwd=tmp_path, timeout=120
+    )
 
 
 def test_run_once_executes_the_example_and_sends_each_mail_once(tmp_path: Path) -> None:
@@ -72,9 +78,11 @@ def test_bad_input_gives_one_clear_line_and_nonzero_exit(
 
 def test_invalid_job_definition_is_reported_clearly(tmp_path: Path) -> None:
     bad = tmp_path / "bad_jobs.py"
-    bad.write_text("import cronwarden\n"
-                   "@cronwarden.job('x', cron='0 25 * * *', max_runtime='1m')\n"
-                   "def x(ctx): pass\n")
+    bad.write_text(
+        "import cronwarden\n"
+        "@cronwarden.job('x', cron='0 25 * * *', max_runtime='1m')\n"
+        "def x(ctx): pass\n"
+    )
     result = cw(tmp_path, "status", "--jobs", str(bad))
     assert result.returncode == 2
     assert result.stderr.strip() == "error: cron '0 25 * * *': Bad hour"
@@ -108,15 +116,34 @@ def test_poison_job_check_fails_then_dlq_list_and_redrive(tmp_path: Path) -> Non
 
 
 def test_backfill_enqueues_missing_windows_oldest_first(tmp_path: Path) -> None:
-    result = cw(tmp_path, "backfill", "--jobs", EXAMPLE, "nightly-export",
-                "--from", "2026-01-01T00:00Z", "--to", "2026-01-05T00:00Z", "--wait")
+    result = cw(
+        tmp_path,
+        "backfill",
+        "--jobs",
+        EXAMPLE,
+        "nightly-export",
+        "--from",
+        "2026-01-01T00:00Z",
+        "--to",
+        "2026-01-05T00:00Z",
+        "--wait",
+    )
     assert result.returncode == 0, result.stderr
     assert "enqueued 4 window(s)" in result.stdout
     started = [line for line in result.stderr.splitlines() if '"run.started"' in line]
     windows = [line.split('"window": "')[1][:17] for line in started]
     assert windows == sorted(windows) and len(windows) == 4
-    again = cw(tmp_path, "backfill", "--jobs", EXAMPLE, "nightly-export",
-               "--from", "2026-01-01T00:00Z", "--to", "2026-01-05T00:00Z")
+    again = cw(
+        tmp_path,
+        "backfill",
+        "--jobs",
+        EXAMPLE,
+        "nightly-export",
+        "--from",
+        "2026-01-01T00:00Z",
+        "--to",
+        "2026-01-05T00:00Z",
+    )
     assert "enqueued 0 window(s)" in again.stdout
 
 
@@ -131,6 +158,5 @@ def test_import_cronwarden_is_light_and_imports_no_cloud_sdk() -> None:
         "('google', 'azure', 'proton', 'functions_framework', 'click', 'rich', 'grpc')]\n"
         "print(bad)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

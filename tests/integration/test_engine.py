@@ -49,8 +49,17 @@ def test_happy_path_costs_two_round_trips_and_records_status(h: Harness) -> None
     assert h.store.get(Key(LOCK, "ok")) is None  # lock released
     status = h.store.get(Key(STATUS, "ok"))
     assert status is not None
-    for name in ("job_name", "run_id", "started_at", "finished_at", "status", "duration_ms",
-                 "last_success_at", "consecutive_failures", "skips_since_success"):
+    for name in (
+        "job_name",
+        "run_id",
+        "started_at",
+        "finished_at",
+        "status",
+        "duration_ms",
+        "last_success_at",
+        "consecutive_failures",
+        "skips_since_success",
+    ):
         assert name in status.data, name
     assert status.data["status"] == "succeeded"
     assert status.data["last_success_window_ts"] == int(W.timestamp())
@@ -195,9 +204,10 @@ def test_poison_job_retries_with_backoff_then_dead_letters_then_redrives(tmp_pat
         if broken["on"]:
             raise ValueError("bad row 17 (password=hunter2)")
 
-    made = harness(tmp_path, [hourly("poison", poison,
-                                     retry=cronwarden.Retry(3, min_backoff=0.2,
-                                                            max_backoff=0.4))])
+    made = harness(
+        tmp_path,
+        [hourly("poison", poison, retry=cronwarden.Retry(3, min_backoff=0.2, max_backoff=0.4))],
+    )
     try:
         made.trigger.tick("poison", W)
         deliveries = 0
@@ -243,8 +253,10 @@ def test_backoff_is_exponential_and_bounded() -> None:
         (b'{"v":1,"job":"ok","window":"2026-01-20T02:30Z"}', "not a window"),
         (b'{"v":2,"job":"ok","window":"2026-01-20T02:00Z"}', "version"),
         (b"\xff\xfe\x00binary", "UTF-8"),
-        (b'{"v":1,"job":"ok","window":"2026-01-20T02:00Z","pad":"' + b"x" * 70000 + b'"}',
-         "over the limit"),
+        (
+            b'{"v":1,"job":"ok","window":"2026-01-20T02:00Z","pad":"' + b"x" * 70000 + b'"}',
+            "over the limit",
+        ),
     ],
 )
 def test_malformed_requests_are_dead_lettered_and_worker_keeps_serving(
@@ -298,7 +310,8 @@ def test_shutdown_cancels_cooperatively(tmp_path: Path) -> None:
     result = {}
     try:
         runner = threading.Thread(
-            target=lambda: result.setdefault("o", made.engine.execute(RunRequest("hold", W))))
+            target=lambda: result.setdefault("o", made.engine.execute(RunRequest("hold", W)))
+        )
         runner.start()
         assert started.wait(10)
         made.engine.shutdown()
@@ -326,14 +339,16 @@ def test_lease_lost_stops_the_handler_and_writes_nothing(tmp_path: Path) -> None
     result = {}
     try:
         runner = threading.Thread(
-            target=lambda: result.setdefault("o", made.engine.execute(RunRequest("steal", W))))
+            target=lambda: result.setdefault("o", made.engine.execute(RunRequest("steal", W)))
+        )
         runner.start()
         assert started.wait(10)
         key = Key(RUN, "steal", "2026-01-20T02:00Z")
         record = made.store.get(key)
         assert record is not None
-        made.store.commit([Update(key, {**record.data, "owner": "thief", "fence": 2},
-                                  record.version)])
+        made.store.commit(
+            [Update(key, {**record.data, "owner": "thief", "fence": 2}, record.version)]
+        )
         go_on.set()
         runner.join(10)
         assert result["o"].kind is OutcomeKind.LEASE_LOST

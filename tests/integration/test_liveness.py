@@ -40,9 +40,13 @@ def h(tmp_path: Path, clock: FakeClock) -> Iterator[Harness]:
         if flaky["fail"]:
             raise ConnectionError("upstream refused: password=s3cr3t-value")
 
-    job = cronwarden.job("hourly", cron="0 * * * *", max_runtime="10m",
-                         retry=cronwarden.Retry(10, 0, 0),
-                         liveness=cronwarden.Liveness(failure_threshold=3))(hourly)
+    job = cronwarden.job(
+        "hourly",
+        cron="0 * * * *",
+        max_runtime="10m",
+        retry=cronwarden.Retry(10, 0, 0),
+        liveness=cronwarden.Liveness(failure_threshold=3),
+    )(hourly)
     made = harness(tmp_path, [job], clock=clock)
     made.flaky = flaky  # type: ignore[attr-defined]
     yield made
@@ -58,8 +62,7 @@ def test_missed_fires_after_two_hours_naming_last_success_and_next(
 ) -> None:
     sink = Collect()
     w = watcher(h, clock, sink)
-    assert h.engine.execute(RunRequest("hourly", at("2026-01-20T10:00Z"))).kind.value == \
-        "succeeded"
+    assert h.engine.execute(RunRequest("hourly", at("2026-01-20T10:00Z"))).kind.value == "succeeded"
     assert w.check().ok
     clock.set(at("2026-01-20T11:30Z"))  # 11:00 window missing, but within its grace
     assert w.check().ok
@@ -75,8 +78,7 @@ def test_missed_fires_after_two_hours_naming_last_success_and_next(
     clock.advance(60)
     assert w.check().fired == [] and not w.check().ok
     # A success recovers it, announced once.
-    assert h.engine.execute(RunRequest("hourly", at("2026-01-20T12:00Z"))).kind.value == \
-        "succeeded"
+    assert h.engine.execute(RunRequest("hourly", at("2026-01-20T12:00Z"))).kind.value == "succeeded"
     report = w.check()
     assert [(a.kind, a.firing) for a in report.recovered] == [(Condition.MISSED, False)]
     assert report.ok
@@ -124,8 +126,11 @@ def test_stuck_run_is_reported_with_its_run_id(h: Harness, clock: FakeClock) -> 
     h.engine.jobs.add(job)
     h.jobs.add(job)
     result: dict[str, Any] = {}
-    runner = threading.Thread(target=lambda: result.setdefault(
-        "o", h.engine.execute(RunRequest("holder", at("2026-01-20T10:00Z")))))
+    runner = threading.Thread(
+        target=lambda: result.setdefault(
+            "o", h.engine.execute(RunRequest("holder", at("2026-01-20T10:00Z")))
+        )
+    )
     runner.start()
     try:
         assert started.wait(10)
@@ -144,8 +149,9 @@ def test_stuck_run_is_reported_with_its_run_id(h: Harness, clock: FakeClock) -> 
 def test_skipping_and_dead_letters(h: Harness, clock: FakeClock) -> None:
     sink = Collect()
     w = watcher(h, clock, sink)
-    h.store.commit([Merge(Key(STATUS, "hourly"), {"last_skip_owner": "host:1"},
-                          {"skips_since_success": 3})])
+    h.store.commit(
+        [Merge(Key(STATUS, "hourly"), {"last_skip_owner": "host:1"}, {"skips_since_success": 3})]
+    )
     h.queue.publish(b"garbage")
     h.worker.poll(wait=1.0)
     report = w.check()
@@ -173,7 +179,7 @@ def test_status_query_is_one_round_trip(h: Harness, clock: FakeClock) -> None:
 class _Hook(BaseHTTPRequestHandler):
     received: list[dict[str, Any]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server API
+    def do_POST(self) -> None:
         length = int(self.headers["Content-Length"])
         _Hook.received.append(json.loads(self.rfile.read(length)))
         self.send_response(200)

@@ -76,8 +76,12 @@ def _lease_expired(db: Path, job: str) -> bool:
 
 def test_sigkill_mid_ledger_resumes_from_checkpoint_items_once(tmp_path: Path) -> None:
     db, fx = tmp_path / "state.db", tmp_path / "fx.db"
-    env = {"CW_TEST_ITEMS": "30", "CW_TEST_BATCH": "5", "CW_TEST_ITEM_DELAY": "0.05",
-           "CW_TEST_RUNTIME": "2s"}
+    env = {
+        "CW_TEST_ITEMS": "30",
+        "CW_TEST_BATCH": "5",
+        "CW_TEST_ITEM_DELAY": "0.05",
+        "CW_TEST_RUNTIME": "2s",
+    }
     with reaping([start_worker(db, fx, "fanout", WINDOW, env=env, lease_margin=0.3)]) as procs:
         poll(lambda: len(effects(fx, "item")) >= 12, what="12 items processed")
         procs[0].signal(signal.SIGKILL)
@@ -97,8 +101,9 @@ def test_sigkill_mid_ledger_resumes_from_checkpoint_items_once(tmp_path: Path) -
     redone = {k for k, n in per_item.items() if n > 1}
     # Only the batch that was pending at the kill is uncertain and redone; at most one batch.
     assert len(redone) <= 5
-    assert all(e["uncertain"] for e in items if e["item"] in redone and e["run_id"] ==
-               result["run_id"])
+    assert all(
+        e["uncertain"] for e in items if e["item"] in redone and e["run_id"] == result["run_id"]
+    )
     first_run_items = {e["item"] for e in items if e["run_id"] != result["run_id"]}
     assert len(first_run_items) >= 12 and killed_after >= 12
     second_run_items = {e["item"] for e in items if e["run_id"] == result["run_id"]}
@@ -118,8 +123,12 @@ def test_sigkill_mid_ledger_resumes_from_checkpoint_items_once(tmp_path: Path) -
 
 def test_sigstopped_owner_is_fenced_after_takeover(tmp_path: Path) -> None:
     db, fx = tmp_path / "state.db", tmp_path / "fx.db"
-    env = {"CW_TEST_ITEMS": "40", "CW_TEST_BATCH": "5", "CW_TEST_ITEM_DELAY": "0.05",
-           "CW_TEST_RUNTIME": "2s"}
+    env = {
+        "CW_TEST_ITEMS": "40",
+        "CW_TEST_BATCH": "5",
+        "CW_TEST_ITEM_DELAY": "0.05",
+        "CW_TEST_RUNTIME": "2s",
+    }
     with reaping([start_worker(db, fx, "fanout", WINDOW, env=env, lease_margin=0.3)]) as procs:
         first = procs[0]
         poll(lambda: len(effects(fx, "item")) >= 8, what="8 items processed")

@@ -48,8 +48,14 @@ class Harness:
         self.queue.close()
 
 
-def harness(tmp_path: Path, jobs: Iterable[Job], *, clock: object = None,
-            max_deliveries: int = 10, **settings: object) -> Harness:
+def harness(
+    tmp_path: Path,
+    jobs: Iterable[Job],
+    *,
+    clock: object = None,
+    max_deliveries: int = 10,
+    **settings: object,
+) -> Harness:
     jobset = JobSet(jobs)
     store = SQLiteStore(str(tmp_path / "state.db"))
     queue = SQLiteQueue(str(tmp_path / "queue.db"), max_deliveries=max_deliveries)
@@ -57,8 +63,9 @@ def harness(tmp_path: Path, jobs: Iterable[Job], *, clock: object = None,
     if clock is not None:
         engine_settings.clock = clock  # type: ignore[assignment]
     engine = Engine(jobset, store, engine_settings)
-    return Harness(jobset, store, queue, engine, Trigger(jobset, queue, store),
-                   Worker(engine, queue))
+    return Harness(
+        jobset, store, queue, engine, Trigger(jobset, queue, store), Worker(engine, queue)
+    )
 
 
 def at(text: str) -> datetime:

@@ -14,16 +14,19 @@ from cronwarden import RunContext
 EFFECTS = os.environ.get("CW_TEST_EFFECTS", "")
 
 
-def record_effect(kind: str, item: str, idem: str = "", run_id: str = "",
-                  uncertain: bool = False) -> None:
+def record_effect(
+    kind: str, item: str, idem: str = "", run_id: str = "", uncertain: bool = False
+) -> None:
     """Append one side effect to the effects database (the test's view of the world)."""
     with sqlite3.connect(EFFECTS, timeout=30, isolation_level=None) as db:
         db.execute(
             "CREATE TABLE IF NOT EXISTS effects (kind TEXT, item TEXT, idem TEXT, run_id TEXT, "
             "pid INTEGER, at REAL, uncertain INTEGER)"
         )
-        db.execute("INSERT INTO effects VALUES (?, ?, ?, ?, ?, ?, ?)",
-                   (kind, item, idem, run_id, os.getpid(), time.time(), int(uncertain)))
+        db.execute(
+            "INSERT INTO effects VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (kind, item, idem, run_id, os.getpid(), time.time(), int(uncertain)),
+        )
 
 
 def _wait_for_file(path: str, deadline: float, ctx: RunContext) -> None:
@@ -47,8 +50,12 @@ def slow(ctx: RunContext) -> None:
     record_effect("slow-end", ctx.run_key, run_id=ctx.run_id)
 
 
-@cronwarden.job("fanout", cron="* * * * *", max_runtime=os.environ.get("CW_TEST_RUNTIME", "3s"),
-                retry=cronwarden.Retry(max_attempts=5, min_backoff=0, max_backoff=0))
+@cronwarden.job(
+    "fanout",
+    cron="* * * * *",
+    max_runtime=os.environ.get("CW_TEST_RUNTIME", "3s"),
+    retry=cronwarden.Retry(max_attempts=5, min_backoff=0, max_backoff=0),
+)
 def fanout(ctx: RunContext) -> None:
     if not (ctx.checkpoint or {}).get("prepared"):
         record_effect("prepare", ctx.run_key, run_id=ctx.run_id)

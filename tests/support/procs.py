@@ -37,15 +37,41 @@ class Proc:
             os.killpg(self.popen.pid, sig)
 
 
-def start_worker(db: Path, effects: Path, job: str, window: str, *, env: dict[str, str] | None
-                 = None, lease_margin: float = 60.0, go_file: Path | None = None) -> Proc:
-    argv = [sys.executable, "-m", "tests.support.worker", "--db", str(db), "--job", job,
-            "--window", window, "--lease-margin", str(lease_margin)]
+def start_worker(
+    db: Path,
+    effects: Path,
+    job: str,
+    window: str,
+    *,
+    env: dict[str, str] | None = None,
+    lease_margin: float = 60.0,
+    go_file: Path | None = None,
+) -> Proc:
+    argv = [
+        sys.executable,
+        "-m",
+        "tests.support.worker",
+        "--db",
+        str(db),
+        "--job",
+        job,
+        "--window",
+        window,
+        "--lease-margin",
+        str(lease_margin),
+    ]
     if go_file is not None:
         argv += ["--go-file", str(go_file)]
     full_env = {**os.environ, "CW_TEST_EFFECTS": str(effects), **(env or {})}
-    popen = subprocess.Popen(argv, cwd=ROOT, env=full_env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    popen = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     return Proc(popen)
 
 

@@ -38,9 +38,18 @@ def main() -> None:
         while not os.path.exists(args.go_file):
             time.sleep(0.005)
     outcome = engine.execute(RunRequest(args.job, parse_window(args.window)))
-    print(json.dumps({"kind": outcome.kind.value, "reason": outcome.reason,
-                      "detail": outcome.detail, "run_id": outcome.run_id,
-                      "round_trips": store.round_trips}), flush=True)
+    print(
+        json.dumps(
+            {
+                "kind": outcome.kind.value,
+                "reason": outcome.reason,
+                "detail": outcome.detail,
+                "run_id": outcome.run_id,
+                "round_trips": store.round_trips,
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -23,9 +23,13 @@ def declare(**overrides: object) -> cronwarden.Job:
 
 
 def test_a_valid_declaration_keeps_every_policy() -> None:
-    job = declare(timezone="Europe/Berlin", overlap="defer",
-                  retry=Retry(7, "5s", "1m"), catch_up=CatchUp.oldest_first("2d", 2),
-                  liveness=Liveness(grace="30m", failure_threshold=2))
+    job = declare(
+        timezone="Europe/Berlin",
+        overlap="defer",
+        retry=Retry(7, "5s", "1m"),
+        catch_up=CatchUp.oldest_first("2d", 2),
+        liveness=Liveness(grace="30m", failure_threshold=2),
+    )
     assert job.name == "nightly" and job.max_runtime == timedelta(minutes=10)
     assert job.overlap is cronwarden.Overlap.DEFER
     assert job.retry.max_attempts == 7 and job.retry.min_backoff == timedelta(seconds=5)
@@ -92,8 +96,11 @@ def test_windows_are_dst_correct_in_spring() -> None:
     # Europe/Berlin skips 02:00-03:00 on 2026-03-29: the 02:30 run happens once, at 03:00 CEST.
     schedule = Schedule("30 2 * * *", "Europe/Berlin")
     windows = list(schedule.windows(utc("2026-03-28T00:00+00:00"), utc("2026-03-30T23:00+00:00")))
-    assert windows == [utc("2026-03-28T02:30+01:00"), utc("2026-03-29T03:00+02:00"),
-                       utc("2026-03-30T02:30+02:00")]
+    assert windows == [
+        utc("2026-03-28T02:30+01:00"),
+        utc("2026-03-29T03:00+02:00"),
+        utc("2026-03-30T02:30+02:00"),
+    ]
 
 
 def test_windows_are_dst_correct_in_autumn() -> None:
@@ -102,8 +109,11 @@ def test_windows_are_dst_correct_in_autumn() -> None:
     windows = list(schedule.windows(utc("2026-10-24T12:00+00:00"), utc("2026-10-26T12:00+00:00")))
     assert len(windows) == 2
     assert windows[0] == utc("2026-10-25T02:30+02:00")
-    hourly = list(Schedule("0 * * * *", "Europe/Berlin").windows(
-        utc("2026-10-24T23:00+00:00"), utc("2026-10-25T03:00+00:00")))
+    hourly = list(
+        Schedule("0 * * * *", "Europe/Berlin").windows(
+            utc("2026-10-24T23:00+00:00"), utc("2026-10-25T03:00+00:00")
+        )
+    )
     assert len(hourly) == 5  # real elapsed hours, none doubled, none lost
     assert len(set(hourly)) == 5
 

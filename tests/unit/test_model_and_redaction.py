@@ -25,7 +25,11 @@ def test_run_request_round_trips() -> None:
     request = RunRequest("billing-sync", W, reason="manual", payload={"x": [1, "ü"]})
     back = RunRequest.from_json(request.to_json())
     assert (back.job, back.window, back.reason, back.payload) == (
-        "billing-sync", W, "manual", {"x": [1, "ü"]})
+        "billing-sync",
+        W,
+        "manual",
+        {"x": [1, "ü"]},
+    )
     assert back.run_key == request.run_key
 
 
@@ -49,7 +53,8 @@ def test_run_key_must_match_job_and_window() -> None:
         "token=c2VjcmV0a2V5MTIzNDU2Nzg5MA",
         "api_key: 'c2VjcmV0a2V5MTIzNDU2Nzg5MA'",
         "xoxb-c2VjcmV0a2V5MTIzNDU2Nzg5MA",
-        "-----BEGIN RSA PRIVATE KEY-----\nc2VjcmV0a2V5MTIzNDU2Nzg5MA\n-----END RSA PRIVATE KEY-----",
+        "-----BEGIN RSA PRIVATE KEY-----\nc2VjcmV0a2V5MTIzNDU2Nzg5MA\n"
+        "-----END RSA PRIVATE KEY-----",
     ],
 )
 def test_secret_shapes_are_redacted(text: str) -> None:
@@ -76,8 +81,9 @@ def test_json_log_lines_are_redacted_including_tracebacks_and_fields() -> None:
     try:
         raise RuntimeError("connect failed: AccountKey=c2VjcmV0a2V5MTIzNDU2Nzg5MA==")
     except RuntimeError:
-        log.exception("oops password=hunter22", extra={"event": "x.y",
-                                                       "conn": "SharedAccessKey=abcdEFGH1234"})
+        log.exception(
+            "oops password=hunter22", extra={"event": "x.y", "conn": "SharedAccessKey=abcdEFGH1234"}
+        )
     logging.getLogger("cronwarden").removeHandler(handler)
     line = json.loads(stream.getvalue().strip().splitlines()[-1])
     text = json.dumps(line)

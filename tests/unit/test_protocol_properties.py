@@ -41,8 +41,11 @@ class Protocol(RuleBasedStateMachine):
         self.dir = tempfile.mkdtemp(prefix="cw-prop-")
         self.clock = FakeClock(at("2026-01-20T04:00Z"))
         self.store = SQLiteStore(f"{self.dir}/state.db")
-        self.engine = Engine(JobSet([job]), self.store,
-                             EngineSettings(lease_margin=timedelta(seconds=2), clock=self.clock))
+        self.engine = Engine(
+            JobSet([job]),
+            self.store,
+            EngineSettings(lease_margin=timedelta(seconds=2), clock=self.clock),
+        )
         self.held: dict[int, tuple[int, _Claim]] = {}  # worker -> (window index, claim)
         self.granted: list[tuple[int, datetime]] = []  # (worker, lease expiry) of live claims
         self.fences: dict[int, int] = {0: 0, 1: 0}
@@ -60,8 +63,9 @@ class Protocol(RuleBasedStateMachine):
         if worker in self.held:
             return
         now = self.clock()
-        result = self.engine._claim(job, RunRequest("prop", WINDOWS[window]), f"r{worker}", 0,
-                                    self._log())
+        result = self.engine._claim(
+            job, RunRequest("prop", WINDOWS[window]), f"r{worker}", 0, self._log()
+        )
         if isinstance(result, Outcome):
             return
         assert window not in self.succeeded, "a finished run key was claimed again"
@@ -96,9 +100,17 @@ class Protocol(RuleBasedStateMachine):
         worker = data.draw(st.sampled_from(sorted(self.held)))
         window, claim = self.held.pop(worker)
         state = "succeeded" if succeed else "failed"
-        ok = self.engine._finish(claim.lease, {**claim.lease.run_data, "state": state},
-                                 {"status": state}, {}, [], self._log(), job,
-                                 RunRequest("prop", WINDOWS[window]), {})
+        ok = self.engine._finish(
+            claim.lease,
+            {**claim.lease.run_data, "state": state},
+            {"status": state},
+            {},
+            [],
+            self._log(),
+            job,
+            RunRequest("prop", WINDOWS[window]),
+            {},
+        )
         if ok:
             assert claim.view.fence == self.fences[window]
             self.granted = [(w, e) for w, e in self.granted if w != worker]
@@ -118,7 +130,9 @@ class Protocol(RuleBasedStateMachine):
 
 
 Protocol.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=30, deadline=None,
+    max_examples=60,
+    stateful_step_count=30,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestProtocol = Protocol.TestCase
