@@ -60,7 +60,7 @@ class TableStore(Store):
     """
 
     max_commit_ops = 100  #: entity-group transaction limit (Azurite breaks above it)
-    merge_attempts = 8  #: tries of a commit whose Merge increments lose a race
+    merge_attempts = 30  #: tries of a commit whose Merge increments keep losing races
 
     def __init__(self, table: TableClient, *, create_table: bool = True) -> None:
         super().__init__()
@@ -318,7 +318,7 @@ def _conflict(exc: Any, operations: list[Any], retryable: set[int]) -> Exception
 
 def _backoff(attempt: int) -> None:
     """Jittered pause before retrying a contended read-modify-write (not synchronisation)."""
-    time.sleep(random.uniform(0, min(0.2, 0.01 * 2**attempt)))
+    time.sleep(random.uniform(0, min(0.5, 0.005 * 2**attempt)))
 
 
 def _filter(

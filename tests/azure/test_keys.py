@@ -44,7 +44,7 @@ def test_ordinary_ids_are_unchanged() -> None:
     assert escape("2026-01-20T02:00Z") == "2026-01-20T02:00Z"
     assert row_key("run", "2026-01-20T02:00Z") == "run:2026-01-20T02:00Z"
     assert partition_key("billing-sync") == "billing-sync"
-    assert row_key("item", "w/a#b?c\\d") == "item:w.1a\"1b>1c[1d"
+    assert row_key("item", "w/a#b?c\\d") == 'item:w.1a"1b>1c[1d'
     assert split_row_key(row_key("item", "w/a#b?c\\d")) == ("item", "w/a#b?c\\d")
 
 
