@@ -1,0 +1,313 @@
+"""Firestore implementation of the :class:`~cronwarden.ports.Store` port.
+
+Document layout (native mode, one database; ``P`` = ``collection_prefix``, default ``cw_``)::
+
+    P<kind>/<escape(job)>|<escape(id)>     e.g.  cw_run/billing-sync|2026-01-20T02:00Z
+        job:       str        the record's job (queried with ==, ordered)
+        id:        str        the record id (range / prefix queries, ordered)
+        d:         map        the caller's data (JSON values; see below)
+        rev:       int        random per write: every write changes the document, so its
+                              update_time (the version) changes even when ``d`` does not
+        expire_at: timestamp  only on ``run`` and ``item`` records: now + retention at each
+                              write, for a Firestore TTL policy (none on ``lock``/``status``)
+
+One collection per kind (``cw_run``, ``cw_lock``, ``cw_status``, ``cw_item``). The document id
+is the job and the id, each with ``%``, ``/``, ``|`` and control characters percent-escaped
+(and a leading ``_`` of the job, so no id can match the reserved ``__.*__``); the fields ``job``
+and ``id`` carry the plain values for queries. ``query(kind, job, prefix/start/end)`` is
+``job == J AND id >= lo AND id < hi ORDER BY id`` (composite index ``job ASC, id ASC``, declared
+in ``deployments/gcp/firestore.indexes.json``); ``query(kind)`` is ``ORDER BY job, id`` (same
+index). Firestore orders strings by UTF-8 bytes, as SQLite's BINARY collation does.
+
+Primitives: create-if-absent is ``create()`` (``AlreadyExists`` -> ``CommitConflict("exists")``);
+compare-and-set is an update or delete with an ``update_time`` precondition
+(``FailedPrecondition``/``NotFound`` -> ``CommitConflict("version")``); a commit is ONE
+``WriteBatch.commit`` (atomic, at most 500 writes); ``Merge`` is ``set(merge=[paths])`` with
+``Increment`` / ``Maximum`` transforms. No read-write transactions anywhere (the emulator's
+pessimistic locks livelock under contention; production transactions cost extra round trips).
+The version is the document's ``update_time`` as RFC 3339 text with nanoseconds: unique per
+write of a document (``rev`` makes every write a change), and a re-created document gets a
+later commit time, so versions never repeat for a key.
+
+Values: Firestore cannot hold an array directly inside an array, so inner arrays are stored
+wrapped in a one-key map (``cw~list``) and unwrapped on read. Integers must fit in int64; map
+keys must be non-empty and not of the form ``__x__`` (Firestore's rules).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+from cronwarden.errors import CommitConflict, StoreUnavailable
+from cronwarden.ports import (
+    ITEM,
+    RUN,
+    Create,
+    Delete,
+    Key,
+    Merge,
+    Op,
+    Record,
+    Store,
+    Update,
+    Version,
+)
+
+from ._clients import firestore_client
+from ._codec import LIST_MARKER, MAP_MARKER, decode, doc_id, encode, id_bounds
+
+DEFAULT_PREFIX = "cw_"
+DEFAULT_RETENTION: Mapping[str, timedelta] = {
+    RUN: timedelta(days=90),
+    ITEM: timedelta(days=30),
+}
+EXPIRY_FIELD = "expire_at"
+_META = ("job", "id", "rev", EXPIRY_FIELD)
+
+
+def _version(timestamp: Any) -> str:
+    """Opaque version text of a Firestore ``update_time``."""
+    return str(timestamp.rfc3339())
+
+
+class FirestoreStore(Store):
+    """Records in Cloud Firestore (or its emulator: pass ``emulator_host="127.0.0.1:PORT"``).
+
+    ``retention`` maps a kind to how long its records live after their last write (the
+    ``expire_at`` field for a TTL policy); kinds not in it get no expiry. The client is created
+    on first use; ``client`` injects one (tests, custom credentials). Thread-safe.
+    """
+
+    max_commit_ops = 500  #: Firestore's limit of writes per commit
+
+    def __init__(
+        self,
+        project: str,
+        *,
+        database: str = "(default)",
+        emulator_host: str | None = None,
+        collection_prefix: str = DEFAULT_PREFIX,
+        retention: Mapping[str, timedelta] | None = None,
+        commit_timeout: float = 30.0,
+        client: Any = None,
+    ) -> None:
+        super().__init__()
+        if not project:
+            raise ValueError("FirestoreStore needs a project id")
+        self.project = project
+        self.database = database
+        self.emulator_host = emulator_host
+        self.collection_prefix = collection_prefix
+        self.retention = dict(DEFAULT_RETENTION if retention is None else retention)
+        self.commit_timeout = commit_timeout
+        self._client = client
+        self._client_lock = threading.Lock()
+
+    # -- plumbing ---------------------------------------------------------------------------
+    @property
+    def client(self) -> Any:
+        """The ``google.cloud.firestore.Client``, created on first use."""
+        if self._client is None:
+            with self._client_lock:
+                if self._client is None:
+                    self._client = firestore_client(
+                        self.project, database=self.database, emulator_host=self.emulator_host
+                    )
+        return self._client
+
+    def collection_name(self, kind: str) -> str:
+        return f"{self.collection_prefix}{kind}"
+
+    def _ref(self, key: Key) -> Any:
+        return self.client.collection(self.collection_name(key.kind)).document(
+            doc_id(key.job, key.id)
+        )
+
+    def _meta(self, key: Key) -> dict[str, Any]:
+        fields: dict[str, Any] = {"job": key.job, "id": key.id, "rev": secrets.randbits(63)}
+        keep = self.retention.get(key.kind)
+        if keep is not None:
+            fields[EXPIRY_FIELD] = datetime.now(UTC) + keep
+        return fields
+
+    def _record(self, kind: str, snapshot: Any) -> Record:
+        fields = snapshot.to_dict() or {}
+        key = Key(kind, fields["job"], fields["id"])
+        return Record(key, decode(fields.get("d", {})), _version(snapshot.update_time))
+
+    @staticmethod
+    def _precondition_time(version: Version) -> Any:
+        from google.api_core.datetime_helpers import DatetimeWithNanoseconds
+
+        if not isinstance(version, str):
+            raise TypeError(f"not a Firestore version: {version!r}")
+        return cast(Any, DatetimeWithNanoseconds).from_rfc3339(version)
+
+    # -- reads ------------------------------------------------------------------------------
+    def _get(self, key: Key) -> Record | None:
+        from google.api_core import exceptions as gexc
+
+        try:
+            snapshot = self._ref(key).get()
+        except (gexc.ServiceUnavailable, gexc.DeadlineExceeded) as exc:
+            raise StoreUnavailable(f"firestore get failed: {exc}") from exc
+        return self._record(key.kind, snapshot) if snapshot.exists else None
+
+    def _query(
+        self,
+        kind: str,
+        job: str | None,
+        prefix: str,
+        start: str | None,
+        end: str | None,
+        limit: int | None,
+    ) -> list[Record]:
+        from google.api_core import exceptions as gexc
+        from google.cloud.firestore_v1.base_query import FieldFilter
+
+        low, high = id_bounds(prefix, start, end)
+        if low is not None and high is not None and low >= high:
+            return []
+        query = self.client.collection(self.collection_name(kind))
+        if job is not None:
+            query = query.where(filter=FieldFilter("job", "==", job))
+        if low is not None:
+            query = query.where(filter=FieldFilter("id", ">=", low))
+        if high is not None:
+            query = query.where(filter=FieldFilter("id", "<", high))
+        ranged = low is not None or high is not None
+        # A range on ``id`` must be the first ordering; across jobs the (job, id) order is
+        # then restored here, and the limit applied after it (an unbounded, rare admin read).
+        sort_here = job is None and ranged
+        if job is None and not ranged:
+            query = query.order_by("job").order_by("id")
+        else:
+            query = query.order_by("id")
+        if limit is not None and not sort_here:
+            query = query.limit(limit)
+        try:
+            records = [self._record(kind, snap) for snap in query.stream()]
+        except (gexc.ServiceUnavailable, gexc.DeadlineExceeded) as exc:
+            raise StoreUnavailable(f"firestore query failed: {exc}") from exc
+        if sort_here:
+            records.sort(key=lambda r: (r.key.job, r.key.id))
+            if limit is not None:
+                records = records[:limit]
+        return records
+
+    # -- the atomic commit ------------------------------------------------------------------
+    def _commit(self, ops: list[Op]) -> list[Version]:
+        from google.api_core import exceptions as gexc
+
+        seen: set[Key] = set()
+        for op in ops:
+            if op.key in seen:
+                raise ValueError(f"a commit may touch each record once; {op.key} appears twice")
+            seen.add(op.key)
+        batch = self.client.batch()
+        for op in ops:
+            self._add(batch, op)
+        try:
+            results = batch.commit(retry=None, timeout=self.commit_timeout)
+        except gexc.AlreadyExists as exc:
+            raise self._conflict(ops, "exists", exc) from exc
+        except (gexc.FailedPrecondition, gexc.NotFound) as exc:
+            raise self._conflict(ops, "version", exc) from exc
+        except (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.Aborted) as exc:
+            # Not retried here: a commit that did land would then look like a conflict.
+            raise StoreUnavailable(f"firestore commit outcome unknown: {exc}") from exc
+        return [
+            None if isinstance(op, Delete) else _version(result.update_time)
+            for op, result in zip(ops, results, strict=True)
+        ]
+
+    def _add(self, batch: Any, op: Op) -> None:
+        ref = self._ref(op.key)
+        if isinstance(op, Create):
+            batch.create(ref, {**self._meta(op.key), "d": encode(dict(op.data))})
+        elif isinstance(op, Update):
+            option = self.client.write_option(last_update_time=self._precondition_time(op.version))
+            # update() sets exactly these top-level fields; "d" is replaced as a whole.
+            batch.update(ref, {**self._meta(op.key), "d": encode(dict(op.data))}, option=option)
+        elif isinstance(op, Delete):
+            option = self.client.write_option(last_update_time=self._precondition_time(op.version))
+            batch.delete(ref, option=option)
+        else:
+            payload, paths = self._merge_payload(op)
+            batch.set(ref, payload, merge=paths)
+
+    def _merge_payload(self, op: Merge) -> tuple[dict[str, Any], list[Any]]:
+        from google.cloud import firestore
+        from google.cloud.firestore_v1.field_path import FieldPath
+
+        groups = (set(op.fields), set(op.increments), set(op.maximums))
+        names = set().union(*groups)
+        if sum(len(g) for g in groups) != len(names):
+            raise ValueError("a Merge may name each field once (fields, increments, maximums)")
+        markers = {LIST_MARKER, MAP_MARKER} & names
+        if markers:
+            raise ValueError(f"field names {sorted(markers)} are reserved by the Firestore store")
+        payload: dict[str, Any] = self._meta(op.key)
+        paths = [FieldPath(name) for name in payload]
+        data: dict[str, Any] = {name: encode(value) for name, value in op.fields.items()}
+        data.update({name: firestore.Increment(n) for name, n in op.increments.items()})
+        data.update({name: firestore.Maximum(n) for name, n in op.maximums.items()})
+        if data:
+            payload["d"] = data
+            paths += [FieldPath("d", name) for name in data]
+        return payload, paths
+
+    def _conflict(self, ops: list[Op], reason: str, exc: Exception) -> CommitConflict:
+        """The CommitConflict for a refused commit, with the index of the op that failed.
+
+        Firestore names the document only for ``AlreadyExists``; otherwise (or if the name
+        cannot be matched) the records are re-read in one extra round trip, on this failure
+        path only, and the first op whose precondition no longer holds is reported.
+        """
+        kinds: tuple[type, ...] = (Create,) if reason == "exists" else (Update, Delete)
+        candidates = [i for i, op in enumerate(ops) if isinstance(op, kinds)]
+        message = str(exc)
+        if reason == "exists":
+            named = [i for i in candidates if self._names(message, ops[i].key)]
+            if len(named) == 1:
+                return CommitConflict(named[0], reason, self._describe(ops[named[0]].key))
+        found = self._first_failing(ops, candidates, reason)
+        index = found if found is not None else (candidates[0] if candidates else 0)
+        return CommitConflict(index, reason, self._describe(ops[index].key))
+
+    def _names(self, message: str, key: Key) -> bool:
+        path = f"{self.collection_name(key.kind)}/{doc_id(key.job, key.id)}"
+        return re.search(re.escape("/" + path) + r"(?=$|[\s},)\]'\"])", message) is not None
+
+    @staticmethod
+    def _describe(key: Key) -> str:
+        return f"{key.kind} {key.job}/{key.id}"
+
+    def _first_failing(self, ops: list[Op], candidates: list[int], reason: str) -> int | None:
+        if not candidates:
+            return None
+        self._count()  # the re-read is a real round trip
+        refs = [self._ref(ops[i].key) for i in candidates]
+        try:
+            snapshots = {snap.reference.path: snap for snap in self.client.get_all(refs)}
+        except Exception:  # best effort, on a failure path only
+            return None
+        for i, ref in zip(candidates, refs, strict=True):
+            snap = snapshots.get(ref.path)
+            current = _version(snap.update_time) if snap is not None and snap.exists else None
+            op = ops[i]
+            if reason == "exists" and current is not None:
+                return i
+            if isinstance(op, Update | Delete) and current != op.version:
+                return i
+        return None
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            client.close()
