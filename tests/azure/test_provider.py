@@ -1,0 +1,78 @@
+"""AzureProvider configuration, secret hygiene, and lazy SDK imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from cronwarden.adapters.azure import AzureProvider, TableStore
+from cronwarden.adapters.azure._redact import redact
+from cronwarden.emulators.azurite import ACCOUNT_KEY, Azurite
+from cronwarden.errors import ConfigurationError
+from cronwarden.ports import STATUS, Key, Merge
+
+pytestmark = pytest.mark.azure
+
+
+def test_importing_cronwarden_and_the_adapter_imports_no_azure_sdk() -> None:
+    code = (
+        "import sys, cronwarden, cronwarden.adapters.azure, cronwarden.emulators.azurite;"
+        "print(sorted(m for m in sys.modules if m == 'azure' or m.startswith('azure.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_provider_from_env_builds_a_working_store(
+    azurite: Azurite, azurite_table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cronwarden.config import provider_from_env
+
+    monkeypatch.setenv("CRONWARDEN_AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
+    monkeypatch.setenv("CRONWARDEN_AZURE_TABLE", azurite_table)
+    provider = provider_from_env("azure")
+    try:
+        assert isinstance(provider, AzureProvider)
+        store = provider.store()
+        assert isinstance(store, TableStore) and store.table_name == azurite_table
+        store.commit([Merge(Key(STATUS, "job"), {"ok": True})])
+        assert provider.store() is store
+        assert ACCOUNT_KEY not in repr(provider)
+        with pytest.raises(NotImplementedError, match="Service Bus"):
+            provider.queue()
+    finally:
+        provider.close()
+
+
+def test_provider_needs_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (
+        "CRONWARDEN_AZURE_STORAGE_CONNECTION_STRING",
+        "AZURE_STORAGE_CONNECTION_STRING",
+        "CRONWARDEN_AZURE_TABLE_ACCOUNT_URL",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigurationError, match="connection string"):
+        AzureProvider()
+    with pytest.raises(ConfigurationError, match="credential"):
+        AzureProvider(account_url="https://acct.table.core.windows.net")
+
+
+def test_bad_connection_strings_never_echo_the_key() -> None:
+    secret = "c2VjcmV0LWtleS1kby1ub3QtbG9n"
+    for bad in (f"AccountKey={secret}", f"nonsense;AccountKey={secret};x"):
+        with pytest.raises(ConfigurationError) as info:
+            TableStore.from_connection_string(bad, "t", create_table=False)
+        assert secret not in str(info.value)
+        assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_redact_hides_keys_and_signatures() -> None:
+    text = (
+        f"AccountName=a;AccountKey={ACCOUNT_KEY};EndpointSuffix=x "
+        "https://a.table.core.windows.net/?sv=2020&sig=abc%2Fdef&se=1 SharedAccessKey=zz"
+    )
+    clean = redact(text)
+    assert ACCOUNT_KEY not in clean and "abc%2Fdef" not in clean and "zz" not in clean
+    assert "AccountName=a" in clean and "sv=2020" in clean
