@@ -33,6 +33,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cronwarden.errors import CommitConflict, ConfigurationError, StoreUnavailable
@@ -48,6 +49,7 @@ DEFAULT_TABLE = "cronwarden"
 _PAGE_MAX = 1000  #: the service's largest page
 _EXISTS = frozenset({"EntityAlreadyExists"})
 _VERSION = frozenset({"UpdateConditionNotSatisfied", "ResourceNotFound", "ConditionNotMet"})
+_TABLE_NOT_FOUND = "TableNotFound"
 _T = TypeVar("_T")
 
 
@@ -130,7 +132,9 @@ class TableStore(Store):
 
         try:
             return self._table.get_entity(_keys.partition_key(job), _keys.row_key(kind, record_id))
-        except ResourceNotFoundError:
+        except ResourceNotFoundError as exc:
+            if _error_code(exc) == _TABLE_NOT_FOUND:
+                raise
             return None
 
     def _query(
@@ -216,8 +220,13 @@ class TableStore(Store):
 
     # -- plumbing --------------------------------------------------------------------------
     def _call(self, action: Callable[..., _T], *args: Any) -> _T:
-        """``action(*args)``, with transport failures turned into StoreUnavailable."""
-        from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+        """``action(*args)``, with transport failures turned into StoreUnavailable and a
+        missing table into ConfigurationError."""
+        from azure.core.exceptions import (
+            HttpResponseError,
+            ServiceRequestError,
+            ServiceResponseError,
+        )
 
         if self._closed:
             raise StoreUnavailable("the store is closed")
@@ -226,6 +235,13 @@ class TableStore(Store):
         except (ServiceRequestError, ServiceResponseError) as exc:
             raise StoreUnavailable(
                 f"Table Storage unreachable ({type(exc).__name__}): {redact(str(exc))[:300]}"
+            ) from None
+        except HttpResponseError as exc:
+            if _error_code(exc) != _TABLE_NOT_FOUND:
+                raise
+            raise ConfigurationError(
+                f"table {self.table_name!r} does not exist: create it, or build the store "
+                "with create_table=True"
             ) from None
 
     def close(self) -> None:
@@ -299,21 +315,26 @@ def _conflict(exc: Any, operations: list[Any], retryable: set[int]) -> Exception
     """Map a failed transaction to CommitConflict, _RetryMerge (when the failing op is a
     read-then-write Merge, index in ``retryable``), or the SDK error itself."""
     index = int(getattr(exc, "index", 0) or 0)
-    code = str(getattr(exc, "error_code", "") or "")
+    code = _error_code(exc)
     status = getattr(exc, "status_code", None)
-    reason = (
-        "exists"
-        if code in _EXISTS or status == 409
-        else "version"
-        if code in _VERSION or status in (404, 412)
-        else None
-    )
-    if reason is None or not 0 <= index < len(operations):
+    if code in _EXISTS or (not code and status == 409):
+        reason = "exists"
+    elif code in _VERSION or (not code and status in (404, 412)):
+        reason = "version"
+    else:
+        return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+    if not 0 <= index < len(operations):
         return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
     if index in retryable:
         return _RetryMerge()
     entity = operations[index][1]
     return CommitConflict(index, reason, f"{entity['PartitionKey']}/{entity['RowKey']}")
+
+
+def _error_code(exc: Any) -> str:
+    """The service's error code (``EntityAlreadyExists``, ...) as plain text."""
+    code = getattr(exc, "error_code", None)
+    return str(code.value if isinstance(code, Enum) else code or "")
 
 
 def _backoff(attempt: int) -> None:

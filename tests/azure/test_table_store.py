@@ -210,3 +210,21 @@ def test_unreachable_store_raises_store_unavailable_without_secrets(azurite: Azu
     store.close()
     with pytest.raises(StoreUnavailable, match="closed"):
         store.get(RUN_KEY)
+
+
+def test_a_missing_table_is_a_configuration_error_not_a_conflict(azurite: Azurite) -> None:
+    from cronwarden.errors import ConfigurationError
+
+    name = azurite.new_table()
+    store = TableStore.from_connection_string(azurite.connection_string, name, create_table=False)
+    try:
+        for action in (
+            lambda: store.get(RUN_KEY),
+            lambda: store.query(STATUS),
+            lambda: store.commit([Create(RUN_KEY, {})]),
+            lambda: store.commit([Merge(STATUS_KEY, {}, {"n": 1})]),
+        ):
+            with pytest.raises(ConfigurationError, match="does not exist"):
+                action()
+    finally:
+        store.close()
