@@ -23,7 +23,11 @@ Clock = Callable[[], datetime]
 
 
 class Scheduler(threading.Thread):
-    """Fires each job's windows as they come due, through ``tick(job_name, fire_time)``."""
+    """Fires each job's windows as they come due, through ``tick(job_name, fire_time)``.
+
+    After a gap (the process was suspended, the clock jumped) only the latest due window is
+    fired; the job's catch-up policy decides about the ones in between, as on the clouds.
+    """
 
     def __init__(
         self,
@@ -32,7 +36,7 @@ class Scheduler(threading.Thread):
         stop: threading.Event,
         *,
         clock: Clock | None = None,
-        max_sleep: float = 30.0,
+        max_sleep: float = 1.0,
     ) -> None:
         super().__init__(name="cronwarden-scheduler", daemon=True)
         self.jobs = jobs
@@ -48,8 +52,9 @@ class Scheduler(threading.Thread):
             now = utc(self.clock())
             for name, when in sorted(self.next_fire.items(), key=lambda kv: kv[1]):
                 if when <= now:
+                    schedule = self.jobs[name].schedule
                     try:
-                        self.tick(name, when)
+                        self.tick(name, schedule.floor(now))
                     except Exception as exc:
                         log.error(
                             "scheduler tick for %s failed: %s",
@@ -57,7 +62,7 @@ class Scheduler(threading.Thread):
                             exc,
                             extra={"event": "scheduler.error", "job": name},
                         )
-                    self.next_fire[name] = self.jobs[name].schedule.next_after(when)
+                    self.next_fire[name] = schedule.next_after(now)
             wait = (min(self.next_fire.values()) - utc(self.clock())).total_seconds()
             self.stop_event.wait(max(0.05, min(self.max_sleep, wait)))
 
@@ -81,6 +86,13 @@ class LocalRunner:
         self.trigger = Trigger(jobs, self.queue, self.store)
         self.workers = [Worker(self.engine, self.queue) for _ in range(max(1, workers))]
         self.stop_event = threading.Event()
+        # Built now, so the first windows it waits for are those after the runner was made.
+        self.scheduler = Scheduler(
+            jobs,
+            lambda n, w: self.trigger.tick(n, w),
+            self.stop_event,
+            clock=self.engine.settings.clock,
+        )
 
     def fire_due(self, now: datetime | None = None) -> int:
         """Enqueue the latest due window of every job (plus catch-up). Returns requests made."""
@@ -98,14 +110,7 @@ class LocalRunner:
 
     def serve(self, *, watch_every: float | None = 60.0) -> None:
         """Run until :meth:`stop` (or Ctrl-C): scheduler, workers and the watcher."""
-        threads: list[threading.Thread] = [
-            Scheduler(
-                self.jobs,
-                lambda n, w: self.trigger.tick(n, w),
-                self.stop_event,
-                clock=self.engine.settings.clock,
-            )
-        ]
+        threads: list[threading.Thread] = [self.scheduler]
         threads += [
             threading.Thread(
                 target=w.serve, args=(self.stop_event,), daemon=True, name=f"cronwarden-worker-{i}"
