@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import urllib.request
 from typing import TYPE_CHECKING, Protocol
 
 from .logs import get_logger
@@ -50,6 +49,8 @@ class WebhookNotifier:
         self.failures = 0
 
     def notify(self, alert: Alert) -> None:
+        import urllib.request  # only when a webhook fires: keeps cold starts light
+
         body = json.dumps({"text": alert.text, "alert": alert.fields()}).encode()
         request = urllib.request.Request(  # noqa: S310 - the user configures the scheme
             self.url,
