@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -73,7 +74,18 @@ _ATTRIBUTE_VALUE_BYTES = 1024
 _CHUNK = 500  #: ack ids per acknowledge/modify call, messages per publish call
 
 
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9._~+%-]{2,254}")
+
+
 def _full(project: str, kind: str, name: str) -> str:
+    """``projects/P/<kind>/<name>``; refuses names Pub/Sub would reject (3-255 characters,
+    starting with a letter, letters/digits/``-_.~+%``, not starting with ``goog``)."""
+    short = name.rsplit("/", 1)[-1]
+    if not _NAME.fullmatch(short) or short.startswith("goog"):
+        raise ConfigurationError(
+            f"invalid Pub/Sub {kind[:-1]} name {short!r}: use 3-255 characters, starting with "
+            "a letter: letters, digits and - _ . ~ + % (not starting with 'goog')"
+        )
     return name if name.startswith("projects/") else f"projects/{project}/{kind}/{name}"
 
 

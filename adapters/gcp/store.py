@@ -8,8 +8,10 @@ Document layout (native mode, one database; ``P`` = ``collection_prefix``, defau
         d:         map        the caller's data (JSON values; see below)
         rev:       int        random per write: every write changes the document, so its
                               update_time (the version) changes even when ``d`` does not
-        expire_at: timestamp  only on ``run`` and ``item`` records: now + retention at each
-                              write, for a Firestore TTL policy (none on ``lock``/``status``)
+        expire_at: timestamp  for a Firestore TTL policy: the record's own ``expire_at`` (ISO
+                              text, as the engine writes it) as a timestamp, else now +
+                              ``retention[kind]`` at each write (run: 90 d, item: 30 d;
+                              none on ``lock``/``status``)
 
 One collection per kind (``cw_run``, ``cw_lock``, ``cw_status``, ``cw_item``). The document id
 is the job and the id, each with ``%``, ``/``, ``|`` and control characters percent-escaped
@@ -70,6 +72,18 @@ EXPIRY_FIELD = "expire_at"
 _META = ("job", "id", "rev", EXPIRY_FIELD)
 
 
+def _expiry_from(data: Mapping[str, Any]) -> datetime | None:
+    """The caller's own ``expire_at`` (ISO text, as the engine writes it), if it has one."""
+    text = data.get(EXPIRY_FIELD)
+    if not isinstance(text, str):
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
 def _version(timestamp: Any) -> str:
     """Opaque version text of a Firestore ``update_time``."""
     return str(timestamp.rfc3339())
@@ -128,11 +142,14 @@ class FirestoreStore(Store):
             doc_id(key.job, key.id)
         )
 
-    def _meta(self, key: Key) -> dict[str, Any]:
+    def _meta(self, key: Key, data: Mapping[str, Any]) -> dict[str, Any]:
         fields: dict[str, Any] = {"job": key.job, "id": key.id, "rev": secrets.randbits(63)}
-        keep = self.retention.get(key.kind)
-        if keep is not None:
-            fields[EXPIRY_FIELD] = datetime.now(UTC) + keep
+        expiry = _expiry_from(data)
+        if expiry is None:
+            keep = self.retention.get(key.kind)
+            expiry = None if keep is None else datetime.now(UTC) + keep
+        if expiry is not None:
+            fields[EXPIRY_FIELD] = expiry
         return fields
 
     def _record(self, kind: str, snapshot: Any) -> Record:
@@ -229,11 +246,12 @@ class FirestoreStore(Store):
     def _add(self, batch: Any, op: Op) -> None:
         ref = self._ref(op.key)
         if isinstance(op, Create):
-            batch.create(ref, {**self._meta(op.key), "d": encode(dict(op.data))})
+            batch.create(ref, {**self._meta(op.key, op.data), "d": encode(dict(op.data))})
         elif isinstance(op, Update):
             option = self.client.write_option(last_update_time=self._precondition_time(op.version))
             # update() sets exactly these top-level fields; "d" is replaced as a whole.
-            batch.update(ref, {**self._meta(op.key), "d": encode(dict(op.data))}, option=option)
+            fields = {**self._meta(op.key, op.data), "d": encode(dict(op.data))}
+            batch.update(ref, fields, option=option)
         elif isinstance(op, Delete):
             option = self.client.write_option(last_update_time=self._precondition_time(op.version))
             batch.delete(ref, option=option)
@@ -252,7 +270,7 @@ class FirestoreStore(Store):
         markers = {LIST_MARKER, MAP_MARKER} & names
         if markers:
             raise ValueError(f"field names {sorted(markers)} are reserved by the Firestore store")
-        payload: dict[str, Any] = self._meta(op.key)
+        payload: dict[str, Any] = self._meta(op.key, op.fields)
         paths = [FieldPath(name) for name in payload]
         data: dict[str, Any] = {name: encode(value) for name, value in op.fields.items()}
         data.update({name: firestore.Increment(n) for name, n in op.increments.items()})

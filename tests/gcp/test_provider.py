@@ -1,0 +1,95 @@
+"""GcpProvider configuration, provider selection by name, and import laziness."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+
+from cronwarden.adapters.gcp import FirestoreStore, GcpProvider, PubSubQueue
+from cronwarden.config import provider_from_env
+from cronwarden.emulators.gcp import FirestoreEmulator, PubSubEmulator
+from cronwarden.errors import ConfigurationError
+from cronwarden.ports import ITEM, RUN, STATUS, Key, Merge
+
+pytestmark = pytest.mark.gcp
+
+
+def test_from_env_reads_every_setting() -> None:
+    env = {
+        "GOOGLE_CLOUD_PROJECT": "proj-a",
+        "FIRESTORE_EMULATOR_HOST": "127.0.0.1:1",
+        "PUBSUB_EMULATOR_HOST": "127.0.0.1:2",
+        "CRONWARDEN_GCP_TOPIC": "jobs",
+        "CRONWARDEN_GCP_SUBSCRIPTION": "jobs-worker",
+        "CRONWARDEN_GCP_MAX_DELIVERIES": "12",
+        "CRONWARDEN_GCP_ACK_DEADLINE": "300",
+        "CRONWARDEN_FIRESTORE_PREFIX": "x_",
+        "CRONWARDEN_FIRESTORE_ITEM_RETENTION": "7d",
+    }
+    provider = GcpProvider.from_env(env)
+    store, queue = provider.store(), provider.queue()
+    assert isinstance(store, FirestoreStore) and isinstance(queue, PubSubQueue)
+    assert store.project == "proj-a" and store.emulator_host == "127.0.0.1:1"
+    assert store.collection_prefix == "x_" and store.retention[ITEM] == timedelta(days=7)
+    assert store.retention[RUN] == timedelta(days=90)
+    assert queue.topic == "projects/proj-a/topics/jobs"
+    assert queue.subscription == "projects/proj-a/subscriptions/jobs-worker"
+    assert queue.dead_letter_topic == "projects/proj-a/topics/jobs-dead-letter"
+    assert queue.max_deliveries == 12 and queue.ack_deadline == 300
+    assert queue.create_missing  # an emulator: resources are created on first use
+    assert GcpProvider.from_env({"GOOGLE_CLOUD_PROJECT": "p"}).queue().create_missing is False
+
+
+def test_explicit_project_beats_the_environment() -> None:
+    provider = GcpProvider.from_env({"GOOGLE_CLOUD_PROJECT": "env"}, project="explicit")
+    assert provider.project == "explicit"
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({}, "project"),
+        ({"GCLOUD_PROJECT": "p", "CRONWARDEN_GCP_MAX_DELIVERIES": "3"}, "5 to 100"),
+        ({"GCLOUD_PROJECT": "p", "CRONWARDEN_GCP_MAX_DELIVERIES": "lots"}, "integer"),
+        ({"GCLOUD_PROJECT": "p", "CRONWARDEN_FIRESTORE_RUN_RETENTION": "forever"}, "duration"),
+    ],
+)
+def test_bad_configuration_is_refused_clearly(env: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        GcpProvider.from_env(env)
+
+
+def test_provider_selected_by_name_works_on_the_emulators(
+    monkeypatch: pytest.MonkeyPatch,
+    firestore_emulator: FirestoreEmulator,
+    pubsub_emulator: PubSubEmulator,
+) -> None:
+    monkeypatch.setenv("CRONWARDEN_GCP_PROJECT", "cw-provider-test")
+    monkeypatch.setenv("FIRESTORE_EMULATOR_HOST", firestore_emulator.address)
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", pubsub_emulator.address)
+    provider = provider_from_env("gcp")
+    try:
+        assert isinstance(provider, GcpProvider)
+        provider.store().commit([Merge(Key(STATUS, "j"), {"ok": True})])
+        assert provider.store().get(Key(STATUS, "j")).data == {"ok": True}  # type: ignore[union-attr]
+        provider.queue().publish(b"hello")
+        (d,) = provider.queue().receive(1, wait=10)
+        provider.queue().ack(d)
+        assert d.body == b"hello"
+    finally:
+        provider.close()
+
+
+def test_imports_load_no_google_sdk_until_an_adapter_connects() -> None:
+    code = (
+        "import sys, cronwarden, cronwarden.adapters.gcp as g, cronwarden.emulators.gcp;"
+        "p = g.GcpProvider('p'); p.store(); p.queue();"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('google.cloud.', 'google.pubsub',"
+        " 'google.api_core', 'grpc')));"
+        "print(loaded); assert not loaded"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
