@@ -228,3 +228,45 @@ def test_a_missing_table_is_a_configuration_error_not_a_conflict(azurite: Azurit
                 action()
     finally:
         store.close()
+
+
+def test_a_lost_increment_race_retries_with_a_fresh_read(table_store: TableStore) -> None:
+    table_store.commit([Merge(STATUS_KEY, {"n": 10})])
+    original = table_store._read
+    reads: list[object] = []
+
+    def read_then_interfere(*args: str) -> object:
+        entity = original(*args)
+        reads.append(entity)
+        if len(reads) == 1:  # another writer slips in after the first read only
+            table_store.commit([Merge(STATUS_KEY, {"n": 100, "other": "x"})])
+        return entity
+
+    table_store._read = read_then_interfere  # type: ignore[method-assign]
+    before = table_store.round_trips
+    table_store.commit([Create(RUN_KEY, {}), Merge(STATUS_KEY, {}, {"n": 1})])
+    # read + refused commit, the interfering commit, then read + commit again
+    assert table_store.round_trips - before == 5 and len(reads) == 2
+    record = table_store.get(STATUS_KEY)
+    assert record is not None and record.data == {"n": 101, "other": "x"}
+    assert table_store.get(RUN_KEY) is not None
+
+
+def test_endless_increment_races_give_up_without_applying_anything(
+    table_store: TableStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table_store.commit([Merge(STATUS_KEY, {"n": 0})])
+    original = table_store._read
+
+    def read_then_interfere(*args: str) -> object:
+        entity = original(*args)
+        table_store.commit([Merge(STATUS_KEY, {"other": "x"})])
+        return entity
+
+    monkeypatch.setattr(table_store, "_read", read_then_interfere)
+    monkeypatch.setattr(table_store, "merge_attempts", 3)
+    with pytest.raises(StoreUnavailable, match="nothing was applied"):
+        table_store.commit([Create(RUN_KEY, {}), Merge(STATUS_KEY, {}, {"n": 1})])
+    assert table_store.get(RUN_KEY) is None
+    record = table_store.get(STATUS_KEY)
+    assert record is not None and record.data["n"] == 0
