@@ -8,6 +8,8 @@ from types import FrameType
 
 import click
 
+from cronwarden.emulators._process import EmulatorError
+
 from .install import AzuriteInstallError, ensure_installed, pinned_version
 from .launcher import Azurite
 
@@ -41,7 +43,12 @@ def azurite(port: int | None, blob: bool, blob_port: int | None, install_only: b
         stop.set()
 
     previous = signal.signal(signal.SIGTERM, on_signal)
-    with Azurite(port=port, blob=blob, blob_port=blob_port) as emulator:
+    try:
+        emulator = Azurite(port=port, blob=blob, blob_port=blob_port).start()
+    except EmulatorError as exc:
+        signal.signal(signal.SIGTERM, previous)
+        raise click.ClickException(str(exc)) from exc
+    with emulator:
         click.echo(
             f"azurite {pinned_version()} table on {emulator.table_endpoint}"
             + (f", blob on {emulator.blob_endpoint}" if emulator.blob_endpoint else "")

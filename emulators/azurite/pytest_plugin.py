@@ -15,14 +15,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from .install import missing_tools
+from .install import is_installed, missing_tools
 from .launcher import Azurite
 
 
 @pytest.fixture(scope="session")
 def azurite() -> Iterator[Azurite]:
     missing = missing_tools()
-    if missing:
+    if "node" in missing or ("npm" in missing and not is_installed()):
         pytest.skip(
             f"Azurite needs {' and '.join(missing)} on PATH: install Node.js 20+ with npm "
             "(e.g. `apt-get install nodejs npm`), then `cronwarden emulators azurite --install`"

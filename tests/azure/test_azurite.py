@@ -154,3 +154,15 @@ def test_cli_runs_until_sigterm_and_prints_the_connection_string() -> None:
         if process.poll() is None:
             os.killpg(process.pid, 9)
             process.wait()
+
+
+def test_cli_reports_a_busy_port_cleanly() -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(azurite_command, ["--port", str(port)])
+    assert result.exit_code == 1
+    assert "azurite-table exited during start" in result.output
