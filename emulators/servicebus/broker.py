@@ -460,18 +460,18 @@ class Broker:
                     woken.add(sub)
             while queue.scheduled and queue.scheduled[0][0] <= now:
                 _, seq = heapq.heappop(queue.scheduled)
-                msg = queue.main.messages.get(seq)
-                if msg is not None and msg.state == MessageState.SCHEDULED:
-                    msg.state = MessageState.ACTIVE
-                    queue.main.make_available(msg)
+                due = queue.main.messages.get(seq)
+                if due is not None and due.state == MessageState.SCHEDULED:
+                    due.state = MessageState.ACTIVE
+                    queue.main.make_available(due)
                     woken.add(queue.main)
             while queue.expiries and queue.expiries[0][0] <= now:
                 _, seq = heapq.heappop(queue.expiries)
-                msg = queue.main.messages.get(seq)
-                if msg is None or msg.state == MessageState.SCHEDULED:
+                old = queue.main.messages.get(seq)
+                if old is None or old.state == MessageState.SCHEDULED:
                     continue
-                if msg.lock_token is None:
-                    self._expire(queue, msg)
+                if old.lock_token is None:
+                    self._expire(queue, old)
                 # a locked message is checked again when its lock ends (see _return)
             if queue.dlq.has_available():
                 woken.add(queue.dlq)

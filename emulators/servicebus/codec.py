@@ -1,7 +1,7 @@
 """AMQP 1.0 message encoding at the level of sections, without re-encoding what we don't touch.
 
 A message on the wire is a sequence of described sections (header 0x70, delivery annotations
-0x71, message annotations 0x72, properties 0x73, application properties 0x74, body 0x75–0x77,
+0x71, message annotations 0x72, properties 0x73, application properties 0x74, body 0x75-0x77,
 footer 0x78). The broker keeps the sender's bytes for properties, application properties and
 body verbatim (byte-exact round trips), decodes the few fields it needs (TTL, message id,
 scheduled enqueue time), and on delivery writes a fresh header and message annotations in front.
@@ -22,7 +22,7 @@ from __future__ import annotations
 import struct
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from proton import Data, Described, ulong
 
@@ -332,4 +332,4 @@ def encode_annotations(entries: list[bytes], pre_count: int = 0, pre: bytes = b"
 
 def encode_string_map_section(code: int, entries: dict[str, Any]) -> bytes:
     """A described map section (e.g. application properties) encoded by proton."""
-    return encode(Described(ulong(code), entries))
+    return encode(Described(ulong(code), cast(Any, entries)))

@@ -22,6 +22,7 @@ from .broker import Broker, BrokerError, SubQueue
 log = logging.getLogger(__name__)
 
 MGMT_SUFFIX = "/$management"
+_UNDESCRIBED: Any = UNDESCRIBED
 _NOT_FOUND = (
     "The messaging entity '{entity}' could not be found. "
     "To know more visit https://aka.ms/sbResourceMgrExceptions."
@@ -57,7 +58,7 @@ def cbs_response(broker: Broker, request: Message) -> Message:
 
     Tokens are not verified (the emulator has no secrets) and never logged.
     """
-    props = request.properties or {}
+    props: dict[Any, Any] = request.properties or {}
     operation = props.get("operation")
     audience = str(props.get("name") or "")
     status, description = 200, "OK"
@@ -99,7 +100,7 @@ def _error(request: Message, status: int, condition: str, description: str) -> M
 def management_response(broker: Broker, path: str, request: Message) -> Message:
     """Answer one ``<path>/$management`` request."""
     sub = broker.resolve(path)
-    props = request.properties or {}
+    props: dict[Any, Any] = request.properties or {}
     operation = str(props.get("operation") or "")
     if sub is None:
         return _error(request, 404, "amqp:not-found", _NOT_FOUND.format(entity=path))
@@ -120,7 +121,7 @@ def management_response(broker: Broker, path: str, request: Message) -> Message:
 def _renew_lock(broker: Broker, sub: SubQueue, request: Message, body: dict[str, Any]) -> Message:
     tokens = [_uuid(t) for t in _elements(body["lock-tokens"])]
     expiries = [timestamp(int(broker.renew(sub, t) * 1000)) for t in tokens]
-    return _ok(request, {"expirations": Array(UNDESCRIBED, Data.TIMESTAMP, *expiries)})
+    return _ok(request, {"expirations": Array(_UNDESCRIBED, Data.TIMESTAMP, *expiries)})
 
 
 def _peek(broker: Broker, sub: SubQueue, request: Message, body: dict[str, Any]) -> Message:
@@ -178,7 +179,7 @@ def _schedule(broker: Broker, sub: SubQueue, request: Message, body: dict[str, A
     if sub.dead_letter:
         raise BrokerError("amqp:not-allowed", "Cannot schedule messages on a dead-letter queue.")
     seqs = [broker.schedule(sub, bytes(entry["message"])) for entry in _elements(body["messages"])]
-    return _ok(request, {"sequence-numbers": Array(UNDESCRIBED, Data.LONG, *seqs)})
+    return _ok(request, {"sequence-numbers": Array(_UNDESCRIBED, Data.LONG, *seqs)})
 
 
 def _cancel(broker: Broker, sub: SubQueue, request: Message, body: dict[str, Any]) -> Message:

@@ -53,9 +53,12 @@ class ServiceBusEmulator:
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.admin_url + path, data=data, method=method)
+        if not self.admin_url.startswith("http://"):
+            raise ValueError("the admin API is plain HTTP on loopback")
+        url = self.admin_url + path
+        request = urllib.request.Request(url, data=data, method=method)  # noqa: S310 - http only
         request.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(request, timeout=10) as reply:  # noqa: S310 - loopback
+        with urllib.request.urlopen(request, timeout=10) as reply:  # noqa: S310 - http only
             payload = reply.read()
         try:
             return json.loads(payload)

@@ -28,7 +28,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from proton import Condition, Delivery, Endpoint, Handler, Link, Message, Session
 from proton.reactor import Container
@@ -74,7 +74,7 @@ def _close_link(link: Link, condition: str, description: str) -> None:
     link.close()
 
 
-class _Handler(Handler):  # type: ignore[misc]
+class _Handler(Handler):
     """Proton callbacks. Every ``on_*`` goes through :meth:`_guard`."""
 
     def __init__(self, server: EmulatorServer) -> None:
@@ -330,7 +330,7 @@ class _Handler(Handler):  # type: ignore[misc]
             tag = self._tags.to_bytes(8, "big")
         else:
             tag = token.bytes_le
-        dlv = link.delivery(tag)
+        dlv = link.delivery(cast(Any, tag))
         link.send(payload)
         link.advance()
         if token is None:
@@ -394,7 +394,8 @@ class _Handler(Handler):  # type: ignore[misc]
                     self.broker.abandon(sub, token, failed=bool(dlv.remote.failed))
             else:
                 cond = dlv.remote.condition
-                details = dict(cond.info or {}) if cond is not None else {}
+                extra: Any = cond.info if cond is not None else None
+                details: dict[Any, Any] = dict(extra or {})
                 reason = details.get("DeadLetterReason")
                 description = details.get("DeadLetterErrorDescription")
                 self.broker.dead_letter(

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.azure
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 async def _receive(receiver: ServiceBusReceiver, count: int, deadline: float = 10.0) -> list[Any]:
@@ -169,9 +169,7 @@ def test_duplicate_detection_ttl_and_large(
             await sender.send_messages(
                 ServiceBusMessage("stale", message_id="s", time_to_live=dt.timedelta(seconds=1))
             )
-        async with client.get_queue_receiver(
-            name, sub_queue=ServiceBusSubQueue.DEAD_LETTER
-        ) as dlq:
+        async with client.get_queue_receiver(name, sub_queue=ServiceBusSubQueue.DEAD_LETTER) as dlq:
             (dead,) = await _receive(dlq, 1)
             assert dead.dead_letter_reason == "TTLExpiredException"
             await dlq.complete_message(dead)

@@ -89,7 +89,11 @@ def test_official_config_shape() -> None:
     ],
 )
 def test_config_errors(props: dict[str, object], message: str) -> None:
-    doc = {"UserConfig": {"Namespaces": [{"Name": "ns", "Queues": [{"Name": "q", "Properties": props}]}]}}
+    doc = {
+        "UserConfig": {
+            "Namespaces": [{"Name": "ns", "Queues": [{"Name": "q", "Properties": props}]}]
+        }
+    }
     with pytest.raises(ConfigError, match=message):
         parse_config(doc)
 
@@ -123,8 +127,15 @@ def test_cli_ready_line_and_sigterm(tmp_path: Path) -> None:
     path.write_text(json.dumps(OFFICIAL_SHAPE))
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cronwarden.emulators.servicebus", "--config", str(path)]
-        + ["--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "cronwarden.emulators.servicebus",
+            "--config",
+            str(path),
+            "--port",
+            str(port),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

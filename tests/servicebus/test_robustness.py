@@ -4,6 +4,7 @@ stay up."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import struct
 import subprocess
@@ -26,9 +27,11 @@ pytestmark = pytest.mark.azure
 
 def _roundtrip(sb: ServiceBusEmulator, queue: str, body: str) -> None:
     """The emulator still serves: one send + receive + complete."""
-    with ServiceBusClient.from_connection_string(sb.connection_string) as client:
-        with client.get_queue_sender(queue) as sender:
-            sender.send_messages(ServiceBusMessage(body))
+    with (
+        ServiceBusClient.from_connection_string(sb.connection_string) as client,
+        client.get_queue_sender(queue) as sender,
+    ):
+        sender.send_messages(ServiceBusMessage(body))
         with client.get_queue_receiver(queue) as receiver:
             (msg,) = receive(receiver, 1)
             assert str(msg) == body
@@ -40,12 +43,16 @@ def _roundtrip(sb: ServiceBusEmulator, queue: str, body: str) -> None:
 # ServiceBusError), before any link is attached. The emulator does the same.
 def test_unknown_queue_sync(sb: ServiceBusEmulator) -> None:
     with ServiceBusClient.from_connection_string(sb.connection_string, retry_total=0) as client:
-        with pytest.raises(ServiceBusAuthenticationError):
-            with client.get_queue_sender("no-such-queue") as sender:
-                sender.send_messages(ServiceBusMessage("x"))
-        with pytest.raises(ServiceBusAuthenticationError):
-            with client.get_queue_receiver("no-such-queue") as receiver:
-                receiver.receive_messages(max_wait_time=1)
+        with (
+            pytest.raises(ServiceBusAuthenticationError),
+            client.get_queue_sender("no-such-queue") as sender,
+        ):
+            sender.send_messages(ServiceBusMessage("x"))
+        with (
+            pytest.raises(ServiceBusAuthenticationError),
+            client.get_queue_receiver("no-such-queue") as receiver,
+        ):
+            receiver.receive_messages(max_wait_time=1)
 
 
 def test_unknown_queue_async(sb: ServiceBusEmulator) -> None:
@@ -65,26 +72,30 @@ def test_concurrent_receivers_never_share_a_locked_message(
 ) -> None:
     name = sb.create_queue(lock_duration=60.0)
     total = 200
-    with ServiceBusClient.from_connection_string(sb.connection_string) as client:
-        with client.get_queue_sender(name) as sender:
-            for start in range(0, total, 50):
-                sender.send_messages([ServiceBusMessage(str(i)) for i in range(start, start + 50)])
+    with (
+        ServiceBusClient.from_connection_string(sb.connection_string) as client,
+        client.get_queue_sender(name) as sender,
+    ):
+        for start in range(0, total, 50):
+            sender.send_messages([ServiceBusMessage(str(i)) for i in range(start, start + 50)])
     seen: list[int] = []
     lock = threading.Lock()
     errors: list[BaseException] = []
 
     def worker() -> None:
         try:
-            with ServiceBusClient.from_connection_string(sb.connection_string) as client:
-                with client.get_queue_receiver(name) as receiver:
-                    idle = 0
-                    while idle < 2:
-                        batch = receiver.receive_messages(max_message_count=7, max_wait_time=1)
-                        idle = 0 if batch else idle + 1
-                        for msg in batch:
-                            with lock:
-                                seen.append(msg.sequence_number)
-                            receiver.complete_message(msg)
+            with (
+                ServiceBusClient.from_connection_string(sb.connection_string) as client,
+                client.get_queue_receiver(name) as receiver,
+            ):
+                idle = 0
+                while idle < 2:
+                    batch = receiver.receive_messages(max_message_count=7, max_wait_time=1)
+                    idle = 0 if batch else idle + 1
+                    for msg in batch:
+                        with lock:
+                            seen.append(msg.sequence_number)
+                        receiver.complete_message(msg)
         except BaseException as exc:  # surfaced in the main thread
             errors.append(exc)
 
@@ -104,10 +115,8 @@ def _raw(sb: ServiceBusEmulator, payload: bytes, *, read: bool = True) -> None:
     with socket.create_connection((sb.host, sb.port), timeout=5) as sock:
         sock.sendall(payload)
         if read:
-            try:
+            with contextlib.suppress(OSError):
                 sock.recv(4096)
-            except OSError:
-                pass
 
 
 @pytest.mark.parametrize(
@@ -121,7 +130,9 @@ def _raw(sb: ServiceBusEmulator, payload: bytes, *, read: bool = True) -> None:
         ),
         pytest.param(
             # an "open" performative whose list claims more bytes than the frame has
-            b"AMQP\x00\x01\x00\x00" + struct.pack(">IBBH", 16, 2, 0, 0) + b"\x00\x53\x10\xd0\xff\xff",
+            b"AMQP\x00\x01\x00\x00"
+            + struct.pack(">IBBH", 16, 2, 0, 0)
+            + b"\x00\x53\x10\xd0\xff\xff",
             id="truncated-open",
         ),
         pytest.param(b"AMQP\x03\x01\x00\x00" + b"\x00" * 40, id="bad-sasl"),
@@ -159,25 +170,29 @@ def test_abruptly_killed_client_does_not_take_the_server_down(
     assert "locked" in done.stdout, done.stderr
     assert sb.process.alive()
     # the orphaned lock expires (1 s) and the message is delivered again, count + 1
-    with ServiceBusClient.from_connection_string(sb.connection_string) as client:
-        with client.get_queue_receiver(queue) as receiver:
-            (msg,) = receive(receiver, 1, deadline=10)
-            assert str(msg) == "orphan"
-            assert msg.delivery_count == 1
-            receiver.complete_message(msg)
+    with (
+        ServiceBusClient.from_connection_string(sb.connection_string) as client,
+        client.get_queue_receiver(queue) as receiver,
+    ):
+        (msg,) = receive(receiver, 1, deadline=10)
+        assert str(msg) == "orphan"
+        assert msg.delivery_count == 1
+        receiver.complete_message(msg)
 
 
 def test_ten_thousand_1kb_messages_stay_under_100mb_rss(sb: ServiceBusEmulator) -> None:
     name = sb.create_queue()
     body = b"k" * 1024
     try:
-        with ServiceBusClient.from_connection_string(sb.connection_string) as client:
-            with client.get_queue_sender(name) as sender:
-                for _ in range(10_000 // 200):
-                    batch = sender.create_message_batch()
-                    for _ in range(200):
-                        batch.add_message(ServiceBusMessage(body))
-                    sender.send_messages(batch)
+        with (
+            ServiceBusClient.from_connection_string(sb.connection_string) as client,
+            client.get_queue_sender(name) as sender,
+        ):
+            for _ in range(10_000 // 200):
+                batch = sender.create_message_batch()
+                for _ in range(200):
+                    batch.add_message(ServiceBusMessage(body))
+                sender.send_messages(batch)
         counts = {q["name"]: q for q in sb.queues()}[name]
         assert counts["messages"] == 10_000
         rss = sb.rss_bytes()

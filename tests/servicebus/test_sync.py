@@ -25,7 +25,7 @@ pytestmark = pytest.mark.azure
 
 
 def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def test_send_single_list_and_batch_then_receive_all(client: ServiceBusClient, queue: str) -> None:
@@ -107,9 +107,7 @@ def test_abandon_redelivers_with_incremented_count(client: ServiceBusClient, que
         receiver.complete_message(second)
 
 
-def test_dead_letter_with_reason_and_receive_from_dlq(
-    client: ServiceBusClient, queue: str
-) -> None:
+def test_dead_letter_with_reason_and_receive_from_dlq(client: ServiceBusClient, queue: str) -> None:
     with client.get_queue_sender(queue) as sender:
         sender.send_messages(ServiceBusMessage("poison", application_properties={"k": "v"}))
     with client.get_queue_receiver(queue) as receiver:
@@ -171,7 +169,8 @@ def test_renew_message_lock(client: ServiceBusClient, queue: str) -> None:
         assert before is not None
         # Renew past the original 1 s lock three times; the message must stay ours.
         for _ in range(3):
-            wait_for(lambda: _now() >= before - dt.timedelta(milliseconds=400), deadline=5)
+            near_expiry = before - dt.timedelta(milliseconds=400)
+            wait_for(lambda t=near_expiry: _now() >= t, deadline=5)
             new_until = receiver.renew_message_lock(msg)
             assert new_until > before
             before = new_until
