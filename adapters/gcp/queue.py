@@ -99,6 +99,14 @@ def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]
         yield items[i : i + size]
 
 
+def _number(text: str | None, default: float) -> float:
+    """An attribute as a number; a missing or garbled value (not ours to trust) is ``default``."""
+    try:
+        return float(text) if text is not None else default
+    except ValueError:
+        return default
+
+
 def _seconds(value: float, low: int) -> int:
     return max(low, min(MAX_ACK_DEADLINE, math.ceil(value)))
 
@@ -126,6 +134,8 @@ class PubSubQueue(Queue):
     """
 
     deduplicates = False  #: Pub/Sub publishes every copy; the store's claim dedupes
+    max_visibility = float(MAX_ACK_DEADLINE)  #: longer visibilities are cut to this: extend
+    #: a delivery at least this often (the high-level client's lease manager does the same)
 
     def __init__(
         self,
@@ -293,9 +303,9 @@ class PubSubQueue(Queue):
         due: list[Any] = []
         hidden: dict[int, list[str]] = {}
         for item in received:
-            not_before = item.message.attributes.get(NOT_BEFORE_ATTRIBUTE)
-            if not_before is not None and float(not_before) > now:
-                hidden.setdefault(_seconds(float(not_before) - now, 1), []).append(item.ack_id)
+            not_before = _number(item.message.attributes.get(NOT_BEFORE_ATTRIBUTE), 0.0)
+            if not_before > now:
+                hidden.setdefault(_seconds(not_before - now, 1), []).append(item.ack_id)
             else:
                 due.append(item)
         for seconds, ack_ids in hidden.items():
@@ -411,7 +421,7 @@ class PubSubQueue(Queue):
             for item in items:
                 attrs = self._original_attributes(item.message.attributes)
                 attrs.pop(NOT_BEFORE_ATTRIBUTE, None)
-                attrs[REDRIVE_ATTRIBUTE] = str(int(attrs.get(REDRIVE_ATTRIBUTE, "0")) + 1)
+                attrs[REDRIVE_ATTRIBUTE] = str(int(_number(attrs.get(REDRIVE_ATTRIBUTE), 0)) + 1)
                 messages.append({"data": bytes(item.message.data), "attributes": attrs})
             try:
                 self._publish(self.topic, messages)

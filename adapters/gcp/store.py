@@ -84,6 +84,21 @@ def _expiry_from(data: Mapping[str, Any]) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+def _unavailable() -> tuple[type[Exception], ...]:
+    """Errors after which the store's state is unknown or unreachable (not refusals)."""
+    from google.api_core import exceptions as gexc
+
+    return (
+        gexc.ServiceUnavailable,
+        gexc.DeadlineExceeded,
+        gexc.Aborted,  # production: "too much contention"; nothing was applied
+        gexc.InternalServerError,
+        gexc.Unknown,
+        gexc.ResourceExhausted,
+        gexc.RetryError,
+    )
+
+
 def _version(timestamp: Any) -> str:
     """Opaque version text of a Firestore ``update_time``."""
     return str(timestamp.rfc3339())
@@ -167,11 +182,9 @@ class FirestoreStore(Store):
 
     # -- reads ------------------------------------------------------------------------------
     def _get(self, key: Key) -> Record | None:
-        from google.api_core import exceptions as gexc
-
         try:
             snapshot = self._ref(key).get()
-        except (gexc.ServiceUnavailable, gexc.DeadlineExceeded) as exc:
+        except _unavailable() as exc:
             raise StoreUnavailable(f"firestore get failed: {exc}") from exc
         return self._record(key.kind, snapshot) if snapshot.exists else None
 
@@ -184,7 +197,6 @@ class FirestoreStore(Store):
         end: str | None,
         limit: int | None,
     ) -> list[Record]:
-        from google.api_core import exceptions as gexc
         from google.cloud.firestore_v1.base_query import FieldFilter
 
         low, high = id_bounds(prefix, start, end)
@@ -209,7 +221,7 @@ class FirestoreStore(Store):
             query = query.limit(limit)
         try:
             records = [self._record(kind, snap) for snap in query.stream()]
-        except (gexc.ServiceUnavailable, gexc.DeadlineExceeded) as exc:
+        except _unavailable() as exc:
             raise StoreUnavailable(f"firestore query failed: {exc}") from exc
         if sort_here:
             records.sort(key=lambda r: (r.key.job, r.key.id))
@@ -235,7 +247,7 @@ class FirestoreStore(Store):
             raise self._conflict(ops, "exists", exc) from exc
         except (gexc.FailedPrecondition, gexc.NotFound) as exc:
             raise self._conflict(ops, "version", exc) from exc
-        except (gexc.ServiceUnavailable, gexc.DeadlineExceeded, gexc.Aborted) as exc:
+        except _unavailable() as exc:
             # Not retried here: a commit that did land would then look like a conflict.
             raise StoreUnavailable(f"firestore commit outcome unknown: {exc}") from exc
         return [
