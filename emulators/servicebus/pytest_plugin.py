@@ -23,7 +23,7 @@ import pytest
 
 from cronwarden.emulators._process import LOOPBACK, ManagedProcess, free_port, http_ok
 
-from .config import QueueConfig, default_config, format_duration
+from .config import QueueConfig, format_duration, load_config
 
 
 @dataclass
@@ -120,8 +120,11 @@ class ServiceBusEmulator:
         raise RuntimeError("VmRSS not found")
 
 
-def start_emulator(log_path: str, *, host: str = LOOPBACK) -> ServiceBusEmulator:
-    """Launch the emulator process (default queues) and wait until it answers."""
+def start_emulator(
+    log_path: str, *, host: str = LOOPBACK, config_path: str | None = None
+) -> ServiceBusEmulator:
+    """Launch the emulator process and wait until it answers. Without ``config_path`` it has
+    the built-in queues (:func:`~.config.default_config`)."""
     port, admin_port = free_port(host), free_port(host)
     argv = [
         sys.executable,
@@ -134,13 +137,15 @@ def start_emulator(log_path: str, *, host: str = LOOPBACK) -> ServiceBusEmulator
         "--admin-port",
         str(admin_port),
     ]
+    if config_path is not None:
+        argv += ["--config", config_path]
     process = ManagedProcess("servicebus-emulator", argv, log_path).start()
     emulator = ServiceBusEmulator(
         host=host,
         port=port,
         admin_port=admin_port,
         process=process,
-        queue_names=[q.name for q in default_config().queues.values()],
+        queue_names=[q.name for q in load_config(config_path).queues.values()],
     )
     try:
         process.wait_ready(lambda: http_ok(f"{emulator.admin_url}/health", expect=200), deadline=30)

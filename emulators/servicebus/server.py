@@ -69,6 +69,18 @@ def _classify(address: str) -> tuple[str, str]:
     return _ENTITY, path
 
 
+def _has_session_filter(link: Link) -> bool:
+    """True when a receiver asks for a session (``com.microsoft:session-filter``)."""
+    data = link.remote_source.filter
+    data.rewind()
+    if not data.next():
+        return False
+    value: Any = data.get_object()
+    return isinstance(value, dict) and any(
+        str(key) == "com.microsoft:session-filter" for key in value
+    )
+
+
 def _close_link(link: Link, condition: str, description: str) -> None:
     link.condition = Condition(condition, description)
     link.close()
@@ -198,6 +210,14 @@ class _Handler(Handler):
             link.open()
             _close_link(
                 link, "amqp:not-found", f"The messaging entity '{address}' could not be found."
+            )
+            return
+        if kind == _ENTITY and link.is_sender and _has_session_filter(link):
+            link.open()
+            _close_link(
+                link,
+                "amqp:not-implemented",
+                "Sessions are not supported by the cronwarden Service Bus emulator.",
             )
             return
         if kind == _ENTITY and link.is_receiver and key.endswith("/$deadletterqueue"):

@@ -158,3 +158,11 @@ def test_cli_ready_line_and_sigterm(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_registered_in_the_emulators_group() -> None:
+    from cronwarden.emulators.cli import emulators
+
+    result = CliRunner().invoke(emulators, ["servicebus", "--help"])
+    assert result.exit_code == 0, result.output
+    assert "--allow-non-loopback" in result.output

@@ -200,3 +200,13 @@ def test_ten_thousand_1kb_messages_stay_under_100mb_rss(sb: ServiceBusEmulator) 
         assert rss < 100 * 2**20
     finally:
         sb.delete_queue(name)
+
+
+def test_session_receiver_is_refused(sb: ServiceBusEmulator, queue: str) -> None:
+    from azure.servicebus.exceptions import ServiceBusError
+
+    with ServiceBusClient.from_connection_string(sb.connection_string, retry_total=0) as client:
+        receiver = client.get_queue_receiver(queue, session_id="s1")
+        with pytest.raises(ServiceBusError):
+            receiver.receive_messages(max_wait_time=1)
+        receiver.close()
