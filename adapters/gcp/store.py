@@ -295,9 +295,12 @@ class FirestoreStore(Store):
     def _conflict(self, ops: list[Op], reason: str, exc: Exception) -> CommitConflict:
         """The CommitConflict for a refused commit, with the index of the op that failed.
 
-        Firestore names the document only for ``AlreadyExists``; otherwise (or if the name
-        cannot be matched) the records are re-read in one extra round trip, on this failure
-        path only, and the first op whose precondition no longer holds is reported.
+        Firestore checks preconditions in write order and reports the first failure (observed
+        on the emulator: a stale update before an existing create fails as FailedPrecondition,
+        the other order as AlreadyExists), so the error's kind is the first failing op's kind.
+        ``AlreadyExists`` names the document; otherwise (or if the name cannot be matched) the
+        candidates are re-read in one extra round trip, on this failure path only, and the first
+        one whose precondition does not hold is reported.
         """
         kinds: tuple[type, ...] = (Create,) if reason == "exists" else (Update, Delete)
         candidates = [i for i, op in enumerate(ops) if isinstance(op, kinds)]

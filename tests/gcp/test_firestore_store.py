@@ -137,6 +137,19 @@ def test_exists_conflict_is_named_without_a_re_read(fs_store: FirestoreStore) ->
     assert fs_store.round_trips - before == 1
 
 
+@pytest.mark.parametrize("stale_first", [True, False])
+def test_first_failing_op_wins_when_two_fail(fs_store: FirestoreStore, stale_first: bool) -> None:
+    lock = Key(LOCK, "billing-sync")
+    (v1,) = fs_store.commit([Create(RUN_KEY, {"f": 1})])
+    fs_store.commit([Update(RUN_KEY, {"f": 2}, v1), Create(lock, {})])
+    stale, existing = Update(RUN_KEY, {"f": 3}, v1), Create(lock, {"owner": "me"})
+    ops = [stale, existing] if stale_first else [existing, stale]
+    with pytest.raises(CommitConflict) as info:
+        fs_store.commit(ops)
+    assert info.value.index == 0
+    assert info.value.reason == ("version" if stale_first else "exists")
+
+
 def test_a_record_twice_in_one_commit_is_refused(fs_store: FirestoreStore) -> None:
     with pytest.raises(ValueError, match="once"):
         fs_store.commit([Create(RUN_KEY, {}), Merge(RUN_KEY, {"a": 1})])
