@@ -210,3 +210,63 @@ def test_session_receiver_is_refused(sb: ServiceBusEmulator, queue: str) -> None
         with pytest.raises(ServiceBusError):
             receiver.receive_messages(max_wait_time=1)
         receiver.close()
+
+
+def _raw_transfer(sb: ServiceBusEmulator, queue: str, payload: bytes) -> tuple[str, str | None]:
+    """Send ``payload`` as the bytes of one transfer with a bare proton client; the outcome."""
+    from proton.handlers import MessagingHandler
+    from proton.reactor import Container
+
+    class RawSender(MessagingHandler):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__(auto_settle=False)
+            self.sent = False
+            self.result: tuple[str, str | None] = ("none", None)
+
+        def on_start(self, event: object) -> None:
+            container = event.container  # type: ignore[attr-defined]
+            conn = container.connect(f"amqp://{sb.host}:{sb.port}", allowed_mechs="ANONYMOUS")
+            container.create_sender(conn, queue)
+
+        def on_sendable(self, event: object) -> None:
+            if not self.sent:
+                self.sent = True
+                sender = event.sender  # type: ignore[attr-defined]
+                sender.delivery(b"t1")
+                sender.stream(payload)
+                sender.advance()
+
+        def on_rejected(self, event: object) -> None:
+            cond = event.delivery.remote.condition  # type: ignore[attr-defined]
+            self.result = ("rejected", cond.name if cond else None)
+            event.connection.close()  # type: ignore[attr-defined]
+
+        def on_accepted(self, event: object) -> None:
+            self.result = ("accepted", None)
+            event.connection.close()  # type: ignore[attr-defined]
+
+    handler = RawSender()
+    container = Container(handler)
+    container.timeout = 10
+    container.run()
+    return handler.result
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"hello", b"\x00\x53\x99\x00\xff", b"\x00\x53\x75\x0a", b"\x00\x53\x75\xb0\xff\xff\xff\xff"],
+    ids=["not-amqp", "unknown-section", "bad-constructor", "truncated-binary"],
+)
+def test_transfer_that_is_not_a_message_is_rejected(
+    sb: ServiceBusEmulator, queue: str, payload: bytes
+) -> None:
+    assert _raw_transfer(sb, queue, payload) == ("rejected", "amqp:decode-error")
+    assert sb.process.alive()
+    assert _raw_transfer(sb, queue, b"\x00\x53\x75\xa0\x02ok") == ("accepted", None)
+    with (
+        ServiceBusClient.from_connection_string(sb.connection_string) as client,
+        client.get_queue_receiver(queue) as receiver,
+    ):
+        (msg,) = receive(receiver, 1)
+        assert b"".join(msg.body) == b"ok"
+        receiver.complete_message(msg)
