@@ -298,13 +298,15 @@ class FirestoreStore(Store):
         Firestore checks preconditions in write order and reports the first failure (observed
         on the emulator: a stale update before an existing create fails as FailedPrecondition,
         the other order as AlreadyExists), so the error's kind is the first failing op's kind.
-        ``AlreadyExists`` names the document; otherwise (or if the name cannot be matched) the
-        candidates are re-read in one extra round trip, on this failure path only, and the first
-        one whose precondition does not hold is reported.
+        With one candidate of that kind it is the one; ``AlreadyExists`` names the document;
+        otherwise the candidates are re-read in one extra round trip, on this failure path only,
+        and the first one whose precondition does not hold is reported.
         """
         kinds: tuple[type, ...] = (Create,) if reason == "exists" else (Update, Delete)
         candidates = [i for i, op in enumerate(ops) if isinstance(op, kinds)]
         message = str(exc)
+        if len(candidates) == 1:  # only one op could have failed this way
+            return CommitConflict(candidates[0], reason, self._describe(ops[candidates[0]].key))
         if reason == "exists":
             named = [i for i in candidates if self._names(message, ops[i].key)]
             if len(named) == 1:

@@ -110,6 +110,34 @@ def test_twenty_racers_on_create_one_winner(fs_store: FirestoreStore) -> None:
     assert fs_store.get(RUN_KEY).data == {"owner": winners[0]}  # type: ignore[union-attr]
 
 
+def test_twenty_compare_and_set_writers_lose_no_update(fs_store: FirestoreStore) -> None:
+    fs_store.commit([Create(RUN_KEY, {"count": 0})])
+    barrier = threading.Barrier(20)
+    conflicts: list[CommitConflict] = []
+
+    def bump() -> None:
+        barrier.wait()
+        for _ in range(3):
+            while True:
+                record = fs_store.get(RUN_KEY)
+                assert record is not None
+                try:
+                    fs_store.commit(
+                        [Update(RUN_KEY, {"count": record.data["count"] + 1}, record.version)]
+                    )
+                    break
+                except CommitConflict as exc:
+                    conflicts.append(exc)
+
+    threads = [threading.Thread(target=bump) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert fs_store.get(RUN_KEY).data == {"count": 60}  # type: ignore[union-attr]
+    assert conflicts and all((c.index, c.reason) == (0, "version") for c in conflicts)
+
+
 def test_version_conflict_reports_the_failing_index(fs_store: FirestoreStore) -> None:
     v_run, v_lock = fs_store.commit(
         [Create(RUN_KEY, {"f": 1}), Create(Key(LOCK, "billing-sync"), {})]
