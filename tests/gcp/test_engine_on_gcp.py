@@ -10,9 +10,18 @@ from datetime import UTC, datetime
 import pytest
 
 import cronwarden
-from cronwarden import Engine, JobSet, OutcomeKind, RunContext, RunRequest, Trigger, Worker
+from cronwarden import (
+    Engine,
+    EngineSettings,
+    JobSet,
+    OutcomeKind,
+    RunContext,
+    RunRequest,
+    Trigger,
+    Worker,
+)
 from cronwarden.adapters.gcp import FirestoreStore, PubSubQueue
-from cronwarden.ports import REASON_ATTRIBUTE, RUN, STATUS, Key
+from cronwarden.ports import ITEM, REASON_ATTRIBUTE, RUN, STATUS, Key
 
 from .test_firestore_store import count_rpcs, raw
 
@@ -63,3 +72,20 @@ def test_worker_runs_a_published_request_and_dead_letters_malformed_input(
     assert dead.reason == "MalformedRequest" and dead.body == b"{not json"
     raw_attrs = dict(queue._pull(queue.dead_letter_subscription, 10)[0].message.attributes)
     assert raw_attrs[REASON_ATTRIBUTE] == "MalformedRequest"
+
+
+def test_ledger_batches_are_one_commit_each_on_firestore(fs_store: FirestoreStore) -> None:
+    def fan(ctx: RunContext) -> None:
+        for item in ctx.items(range(250)):
+            assert item.idempotency_key
+
+    job = cronwarden.job("fan", cron="0 * * * *", max_runtime="5m")(fan)
+    engine = Engine(JobSet([job]), fs_store, EngineSettings(batch_size=100))
+    rpcs = count_rpcs(fs_store)
+    outcome = engine.execute(RunRequest("fan", WINDOW))
+    assert outcome.kind is OutcomeKind.SUCCEEDED
+    assert fs_store.round_trips == 2 + 3  # claim, 3 ledger batches, complete
+    assert rpcs == {"commit": 5}
+    items = fs_store.query(ITEM, "fan")
+    assert len(items) == 250 and {r.data["state"] for r in items} == {"done"}
+    assert all("expire_at" in raw(fs_store, r.key) for r in items[:3])
