@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -50,6 +51,7 @@ _PAGE_MAX = 1000  #: the service's largest page
 _EXISTS = frozenset({"EntityAlreadyExists"})
 _VERSION = frozenset({"UpdateConditionNotSatisfied", "ResourceNotFound", "ConditionNotMet"})
 _TABLE_NOT_FOUND = "TableNotFound"
+_TABLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]{2,62}$")
 _T = TypeVar("_T")
 
 
@@ -66,6 +68,11 @@ class TableStore(Store):
 
     def __init__(self, table: TableClient, *, create_table: bool = True) -> None:
         super().__init__()
+        if not _TABLE_NAME.match(str(table.table_name)):
+            raise ConfigurationError(
+                f"table name {table.table_name!r}: Azure needs 3-63 letters and digits, "
+                "starting with a letter"
+            )
         self._table = table
         self._closed = False
         self._close_lock = threading.Lock()

@@ -68,6 +68,13 @@ def test_bad_connection_strings_never_echo_the_key() -> None:
         assert info.value.__cause__ is None and info.value.__suppress_context__
 
 
+def test_invalid_table_names_are_refused_before_any_request() -> None:
+    conn = f"AccountName=devstoreaccount1;AccountKey={ACCOUNT_KEY};TableEndpoint=http://127.0.0.1:9"
+    for name in ("ab", "has-dash", "1starts", "x" * 64):
+        with pytest.raises(ConfigurationError, match="table name"):
+            TableStore.from_connection_string(conn, name)
+
+
 def test_redact_hides_keys_and_signatures() -> None:
     text = (
         f"AccountName=a;AccountKey={ACCOUNT_KEY};EndpointSuffix=x "
