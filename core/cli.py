@@ -381,10 +381,18 @@ def _mount_emulators() -> None:
     cli.add_command(emulators)
 
 
+def _mount_deploy() -> None:
+    from cronwarden.deploy.cli import deploy
+
+    cli.add_command(deploy)
+
+
 def main(argv: list[str] | None = None) -> NoReturn:
     """Entry point: clear one-line errors and non-zero exits instead of tracebacks."""
     with contextlib.suppress(ImportError):
         _mount_emulators()
+    with contextlib.suppress(ImportError):
+        _mount_deploy()
     try:
         cli.main(args=argv, prog_name="cronwarden", standalone_mode=False)
     except click.exceptions.Abort:

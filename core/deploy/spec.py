@@ -1,0 +1,182 @@
+"""What a deployment needs to know about the jobs, derived once from the job definitions.
+
+:func:`plan` turns a :class:`~cronwarden.jobs.JobSet` into :class:`JobSpec` rows (plain numbers
+and strings, ready for Terraform) and refuses, with one clear sentence, what a cloud cannot run:
+
+* every cron must be expressible in Cloud Scheduler's and NCRONTAB's dialect (no ``L``, ``W``,
+  ``#``, ``?``); for Azure it must also translate to one UTC NCRONTAB expression
+  (:func:`~cronwarden.deploy.ncrontab.utc_ncrontab`);
+* GCP: the worker is an HTTP function, at most 60 minutes per request;
+* Azure: a consumption plan (Y1) stops a function after 10 minutes, so a longer max runtime
+  selects an Elastic Premium plan (EP1) by default.
+
+Values a cloud clamps are reported as notes (e.g. Pub/Sub needs 5..100 delivery attempts: a job
+with fewer attempts still gets its own bound from the engine, which counts attempts in the run
+record and dead-letters the request itself).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from cronwarden.durations import DurationLike, parse_duration
+from cronwarden.errors import InvalidJobDefinition
+from cronwarden.jobs import JobSet
+
+from .ncrontab import check_portable, utc_ncrontab
+
+PROVIDERS = ("gcp", "azure")
+MARGIN_SECONDS = 30  #: added to the longest max runtime for ack deadlines and host timeouts
+GCP_MAX_FUNCTION_SECONDS = 3600
+AZURE_CONSUMPTION_MAX_SECONDS = 600
+PUBSUB_MIN_ATTEMPTS, PUBSUB_MAX_ATTEMPTS = 5, 100
+PUBSUB_MAX_BACKOFF = 600
+PUBSUB_MAX_ACK_DEADLINE = 600
+SERVICEBUS_MAX_LOCK_SECONDS = 300
+
+
+def schedule_setting(job_name: str) -> str:
+    """The Azure app setting holding a job's NCRONTAB schedule: ``CRONWARDEN_SCHEDULE_<NAME>``."""
+    return "CRONWARDEN_SCHEDULE_" + job_name.upper().replace("-", "_")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job as the deployment sees it (seconds and strings only)."""
+
+    name: str
+    cron: str
+    time_zone: str
+    ncrontab_utc: str
+    max_runtime_seconds: int
+    max_attempts: int
+    min_backoff_seconds: int
+    max_backoff_seconds: int
+    schedule_setting: str
+    description: str = ""
+
+    def terraform(self) -> dict[str, str | int]:
+        """The object the ``common/settings`` module's ``jobs`` variable expects."""
+        return {
+            "cron": self.cron,
+            "time_zone": self.time_zone,
+            "ncrontab_utc": self.ncrontab_utc,
+            "max_runtime_seconds": self.max_runtime_seconds,
+            "max_attempts": self.max_attempts,
+            "min_backoff_seconds": self.min_backoff_seconds,
+            "max_backoff_seconds": self.max_backoff_seconds,
+            "schedule_setting": self.schedule_setting,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The jobs plus what the clouds make of them (``notes``: clamps a user should know)."""
+
+    jobs: tuple[JobSpec, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def longest_runtime(self) -> int:
+        return max(j.max_runtime_seconds for j in self.jobs)
+
+    @property
+    def most_attempts(self) -> int:
+        return max(j.max_attempts for j in self.jobs)
+
+    def azure_sku(self) -> str:
+        """Y1 (consumption) when every run fits its 10-minute limit, else EP1."""
+        fits = self.longest_runtime + MARGIN_SECONDS <= AZURE_CONSUMPTION_MAX_SECONDS
+        return "Y1" if fits else "EP1"
+
+    def host_timeout(self) -> str:
+        """``functionTimeout`` for host.json: the longest max runtime plus the margin."""
+        total = self.longest_runtime + MARGIN_SECONDS
+        hours, rest = divmod(total, 3600)
+        return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def _seconds(value: DurationLike | None, what: str) -> int:
+    delta = value if isinstance(value, timedelta) else parse_duration(value or 0, field=what)
+    return max(0, int(delta.total_seconds()))
+
+
+def plan(jobs: JobSet, providers: tuple[str, ...] | list[str]) -> Plan:
+    """The :class:`Plan` for deploying ``jobs`` with the given providers (jobs and watcher).
+
+    Raises :class:`InvalidJobDefinition` naming the job when a cloud cannot run it.
+    """
+    if not len(jobs):
+        raise InvalidJobDefinition("the job module defines no jobs")
+    unknown = [p for p in providers if p not in PROVIDERS]
+    if unknown:
+        raise InvalidJobDefinition(f"unknown provider {unknown[0]!r}; choose gcp or azure")
+    specs: list[JobSpec] = []
+    notes: list[str] = []
+    for job in jobs:
+        cron, tz = job.schedule.cron, job.schedule.timezone
+        try:
+            if "azure" in providers:
+                ncron = utc_ncrontab(cron, tz)
+            else:
+                check_portable(cron)
+                ncron = ""
+        except InvalidJobDefinition as exc:
+            raise InvalidJobDefinition(f"job {job.name!r}: {exc}") from None
+        runtime = _seconds(job.max_runtime, f"{job.name}: max_runtime")
+        if "gcp" in providers and runtime + MARGIN_SECONDS > GCP_MAX_FUNCTION_SECONDS:
+            raise InvalidJobDefinition(
+                f"job {job.name!r}: max_runtime {runtime}s does not fit a Cloud Functions HTTP "
+                f"request (at most {GCP_MAX_FUNCTION_SECONDS - MARGIN_SECONDS}s with the margin)"
+            )
+        attempts = job.retry.max_attempts
+        lo = _seconds(job.retry.min_backoff, f"{job.name}: retry.min_backoff")
+        hi = _seconds(job.retry.max_backoff, f"{job.name}: retry.max_backoff")
+        if "gcp" in providers:
+            if attempts < PUBSUB_MIN_ATTEMPTS:
+                notes.append(
+                    f"{job.name}: Pub/Sub dead-letter policies need at least "
+                    f"{PUBSUB_MIN_ATTEMPTS} delivery attempts; the subscription uses "
+                    f"{PUBSUB_MIN_ATTEMPTS} and the engine dead-letters after {attempts}"
+                )
+            if hi > PUBSUB_MAX_BACKOFF:
+                notes.append(
+                    f"{job.name}: Pub/Sub retry backoff is capped at {PUBSUB_MAX_BACKOFF}s "
+                    f"(retry.max_backoff is {hi}s)"
+                )
+            if runtime + MARGIN_SECONDS > PUBSUB_MAX_ACK_DEADLINE:
+                notes.append(
+                    f"{job.name}: max_runtime {runtime}s exceeds Pub/Sub's 600s push ack "
+                    "deadline; a run still going after 600s is redelivered and the redelivery "
+                    "finds the run's live lease (no second run)"
+                )
+        if "azure" in providers and runtime > SERVICEBUS_MAX_LOCK_SECONDS:
+            notes.append(
+                f"{job.name}: Service Bus locks last at most 5 minutes; the worker renews the "
+                f"lock for this {runtime}s max runtime"
+            )
+        specs.append(
+            JobSpec(
+                name=job.name,
+                cron=cron,
+                time_zone=tz,
+                ncrontab_utc=ncron,
+                max_runtime_seconds=runtime,
+                max_attempts=attempts,
+                min_backoff_seconds=lo,
+                max_backoff_seconds=hi,
+                schedule_setting=schedule_setting(job.name),
+                description=job.description,
+            )
+        )
+    result = Plan(tuple(specs), tuple(notes))
+    if "azure" in providers and result.azure_sku() != "Y1":
+        notes.append(
+            f"the longest max_runtime ({result.longest_runtime}s) exceeds the consumption "
+            "plan's 10-minute limit: the function app defaults to an Elastic Premium plan (EP1)"
+        )
+    return Plan(tuple(specs), tuple(notes))
+
+
+__all__ = ["PROVIDERS", "JobSpec", "Plan", "plan", "schedule_setting"]

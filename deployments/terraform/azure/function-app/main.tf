@@ -1,0 +1,159 @@
+# The Linux Function App (Python, azure-functions v2 programming model) with a system-assigned
+# identity, Application Insights, and its data-plane role assignments. App settings carry
+# configuration only: connections are identity-based (AzureWebJobsStorage__accountName,
+# ServiceBusConnection__fullyQualifiedNamespace), never keys or connection strings.
+
+terraform {
+  required_version = ">= 1.5"
+  required_providers {
+    azurerm = {
+      source  = "hashicorp/azurerm"
+      version = ">= 4.0, < 5.0"
+    }
+  }
+}
+
+variable "name" {
+  description = "Function app name (globally unique)."
+  type        = string
+}
+
+variable "resource_group_name" {
+  type = string
+}
+
+variable "location" {
+  type = string
+}
+
+variable "sku_name" {
+  description = "App Service plan SKU: Y1 (consumption), EP1.. (elastic premium) or B1.. (dedicated)."
+  type        = string
+  default     = "Y1"
+}
+
+variable "python_version" {
+  type    = string
+  default = "3.11"
+}
+
+variable "storage_account_name" {
+  description = "Host storage (AzureWebJobsStorage), reached with the app's identity."
+  type        = string
+}
+
+variable "storage_account_id" {
+  type = string
+}
+
+variable "app_settings" {
+  description = "cronwarden's settings (CRONWARDEN_*): configuration only, never secrets."
+  type        = map(string)
+  default     = {}
+  validation {
+    condition     = alltrue([for k in keys(var.app_settings) : !can(regex("(?i)(password|secret|accountkey|sharedaccesskey|connectionstring)", k))])
+    error_message = "No secrets in app settings: use identity-based connections."
+  }
+}
+
+variable "log_retention_days" {
+  type    = number
+  default = 30
+}
+
+variable "tags" {
+  type    = map(string)
+  default = {}
+}
+
+resource "azurerm_service_plan" "this" {
+  # checkov:skip=CKV_AZURE_212:Failover instances are a plan choice (var.sku_name): the consumption plan scales by itself and has no instance minimum.
+  # checkov:skip=CKV_AZURE_225:Zone redundancy needs a premium plan with at least 3 instances; a missed tick is caught up (catch-up policy) and alerted by the watcher.
+  name                = "${var.name}-plan"
+  resource_group_name = var.resource_group_name
+  location            = var.location
+  os_type             = "Linux"
+  sku_name            = var.sku_name
+  tags                = var.tags
+}
+
+resource "azurerm_log_analytics_workspace" "this" {
+  name                = "${var.name}-logs"
+  resource_group_name = var.resource_group_name
+  location            = var.location
+  sku                 = "PerGB2018"
+  retention_in_days   = var.log_retention_days
+  tags                = var.tags
+}
+
+resource "azurerm_application_insights" "this" {
+  name                = "${var.name}-insights"
+  resource_group_name = var.resource_group_name
+  location            = var.location
+  workspace_id        = azurerm_log_analytics_workspace.this.id
+  application_type    = "other"
+  tags                = var.tags
+}
+
+resource "azurerm_linux_function_app" "this" {
+  # checkov:skip=CKV_AZURE_221:Public network access: the app has no HTTP functions (timer and Service Bus triggers only) and deployment uses the SCM endpoint with Entra ID.
+  name                          = var.name
+  resource_group_name           = var.resource_group_name
+  location                      = var.location
+  service_plan_id               = azurerm_service_plan.this.id
+  storage_account_name          = var.storage_account_name
+  storage_uses_managed_identity = true
+  functions_extension_version   = "~4"
+  https_only                    = true
+  builtin_logging_enabled       = false
+  client_certificate_enabled    = false
+  tags                          = var.tags
+
+  ftp_publish_basic_authentication_enabled       = false
+  webdeploy_publish_basic_authentication_enabled = false
+
+  identity {
+    type = "SystemAssigned"
+  }
+
+  site_config {
+    minimum_tls_version                    = "1.2"
+    ftps_state                             = "Disabled"
+    http2_enabled                          = true
+    application_insights_connection_string = azurerm_application_insights.this.connection_string
+    application_stack {
+      python_version = var.python_version
+    }
+  }
+
+  app_settings = merge(var.app_settings, {
+    AzureWebJobsFeatureFlags       = "EnableWorkerIndexing"
+    SCM_DO_BUILD_DURING_DEPLOYMENT = "true"
+    ENABLE_ORYX_BUILD              = "true"
+  })
+}
+
+# The host keeps timer-trigger locks and leases in blobs and queues of its storage account;
+# cronwarden's store uses the table.
+resource "azurerm_role_assignment" "storage" {
+  for_each = toset([
+    "Storage Blob Data Owner",
+    "Storage Queue Data Contributor",
+    "Storage Table Data Contributor",
+  ])
+  scope                = var.storage_account_id
+  role_definition_name = each.value
+  principal_id         = azurerm_linux_function_app.this.identity[0].principal_id
+}
+
+output "name" {
+  value = azurerm_linux_function_app.this.name
+}
+
+output "principal_id" {
+  value = azurerm_linux_function_app.this.identity[0].principal_id
+}
+
+output "application_insights_id" {
+  value = azurerm_application_insights.this.id
+}
