@@ -61,7 +61,7 @@ from cronwarden.ports import (
 )
 
 from ._clients import firestore_client
-from ._codec import LIST_MARKER, MAP_MARKER, decode, doc_id, encode, id_bounds
+from ._codec import LIST_MARKER, MAP_MARKER, decode, doc_id, encode, id_bounds, split_doc_id
 
 DEFAULT_PREFIX = "cw_"
 DEFAULT_RETENTION: Mapping[str, timedelta] = {
@@ -169,7 +169,8 @@ class FirestoreStore(Store):
 
     def _record(self, kind: str, snapshot: Any) -> Record:
         fields = snapshot.to_dict() or {}
-        key = Key(kind, fields["job"], fields["id"])
+        job, record_id = split_doc_id(snapshot.id)
+        key = Key(kind, fields.get("job", job), fields.get("id", record_id))
         return Record(key, decode(fields.get("d", {})), _version(snapshot.update_time))
 
     @staticmethod
@@ -200,7 +201,7 @@ class FirestoreStore(Store):
         from google.cloud.firestore_v1.base_query import FieldFilter
 
         low, high = id_bounds(prefix, start, end)
-        if low is not None and high is not None and low >= high:
+        if (low is not None and high is not None and low >= high) or limit == 0:
             return []
         query = self.client.collection(self.collection_name(kind))
         if job is not None:
