@@ -203,7 +203,7 @@ def test_unreachable_store_raises_store_unavailable_without_secrets(azurite: Azu
     from cronwarden.emulators._process import free_port
 
     dead = azurite.connection_string.replace(str(azurite.port), str(free_port()))
-    store = TableStore.from_connection_string(dead, "t1", create_table=False, retry_total=0)
+    store = TableStore.from_connection_string(dead, "nothere", create_table=False, retry_total=0)
     with pytest.raises(StoreUnavailable) as info:
         store.get(RUN_KEY)
     assert ACCOUNT_KEY not in str(info.value)
