@@ -66,6 +66,13 @@ def deploy() -> None:
     default=None,
     help="Vendor this cronwarden wheel into the package instead of pinning the release.",
 )
+@click.option(
+    "--requirements",
+    "-r",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="The jobs' own requirements file, appended to the package's requirements.txt.",
+)
 def render(
     provider: str,
     jobs_target: str,
@@ -73,6 +80,7 @@ def render(
     watcher_provider: str | None,
     prefix: str,
     wheel: Path | None,
+    requirements: Path | None,
 ) -> None:
     """Render the Terraform root module(s) and function package(s) for the jobs of MODULE."""
     from .render import render as do_render
@@ -85,6 +93,7 @@ def render(
             watcher_provider=watcher_provider,
             prefix=prefix,
             wheel=wheel,
+            requirements=requirements,
         )
     except CronwardenError as exc:
         raise _Fail(str(exc)) from None

@@ -80,12 +80,14 @@ def job_source(target: str, module: ModuleType) -> JobSource:
     return source
 
 
-def requirements(provider: str, version: str, wheel: str | None = None) -> str:
-    """``requirements.txt``: cronwarden with the provider's extra, pinned (or a vendored wheel)."""
+def requirements(provider: str, version: str, wheel: str | None = None, extra: str = "") -> str:
+    """``requirements.txt``: cronwarden with the provider's extra, pinned (or a vendored
+    wheel), then ``extra`` (the jobs' own requirements, verbatim)."""
     pin = f"./{wheel}[{provider}]" if wheel else f"cronwarden[{provider}]=={version}"
-    return (
-        f"# Rendered by `cronwarden deploy render`; add your jobs' own dependencies below.\n{pin}\n"
-    )
+    text = f"# Rendered by `cronwarden deploy render` (--requirements adds the jobs' own).\n{pin}\n"
+    if extra.strip():
+        text += extra.rstrip("\n") + "\n"
+    return text
 
 
 def gcp_main(source: JobSource) -> str:
@@ -159,6 +161,7 @@ def write_package(
     source: JobSource,
     version: str,
     wheel: Path | None = None,
+    extra_requirements: str = "",
 ) -> list[Path]:
     """Write the function package into ``folder`` (emptied first); return the files written."""
     if folder.exists():
@@ -168,7 +171,7 @@ def write_package(
     if wheel is not None:
         wheel_name = wheel.name
         shutil.copyfile(wheel, folder / wheel_name)
-    files = {"requirements.txt": requirements(provider, version, wheel_name)}
+    files = {"requirements.txt": requirements(provider, version, wheel_name, extra_requirements)}
     if provider == "gcp":
         files["main.py"] = gcp_main(source)
     else:

@@ -106,10 +106,11 @@ def root_readme(
         "## Function package",
         "",
         "`function/` (zipped as `function.zip`) holds the entry module, `requirements.txt`",
-        "pinning cronwarden, and your job module. Add your jobs' own dependencies to",
-        "`function/requirements.txt` through your job module's folder, or render with",
-        "`--wheel` to vendor a cronwarden wheel. No secret is ever rendered: the functions",
-        "authenticate with their own identities.",
+        "pinning cronwarden, and your job module (a module file, or its whole top-level",
+        "package). Your jobs' own dependencies come from `--requirements FILE` at render time",
+        "(edits inside `function/` are replaced by the next render); `--wheel` vendors a",
+        "cronwarden wheel instead of the released pin. No secret is ever rendered: the",
+        "functions authenticate with their own identities.",
         "",
     ]
     return "\n".join(lines)

@@ -194,6 +194,7 @@ def _root(
     watcher_here: bool,
     watcher_only: bool,
     wheel: Path | None,
+    extra_requirements: str,
 ) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     _copy_modules(provider, folder)
@@ -222,7 +223,7 @@ def _root(
             _write(folder, "main.tf", azure.main(jobs, watcher_here=watcher_here))
             _write(folder, "outputs.tf", azure.outputs(external_watcher=external))
     package = folder / "function"
-    write_package(package, provider, the_plan, source, _version(), wheel)
+    write_package(package, provider, the_plan, source, _version(), wheel, extra_requirements)
     zip_folder(package, folder / "function.zip")
     (folder / "README.md").write_text(
         root_readme(
@@ -249,12 +250,14 @@ def render(
     watcher_provider: str | None = None,
     prefix: str = "cronwarden",
     wheel: Path | str | None = None,
+    requirements: Path | str | None = None,
 ) -> Rendered:
     """Render the deployment of the jobs in ``jobs_target`` for ``provider`` into ``out``.
 
     ``watcher_provider`` (default: ``provider``) puts the liveness watcher in that cloud; when
     it differs, ``<out>/watcher/`` is a second root module. ``wheel`` vendors a cronwarden wheel
-    into the package instead of pinning the released version. Raises
+    into the package instead of pinning the released version; ``requirements`` (a requirements
+    file) is appended to the package's ``requirements.txt``. Raises
     :class:`~cronwarden.errors.CronwardenError` subclasses with one clear sentence.
     """
     from cronwarden.config import load_module
@@ -273,6 +276,12 @@ def render(
     wheel_path = Path(wheel).resolve() if wheel else None
     if wheel_path is not None and not wheel_path.is_file():
         raise ConfigurationError(f"--wheel {wheel} does not exist")
+    extra = ""
+    if requirements is not None:
+        try:
+            extra = Path(requirements).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigurationError(f"--requirements {requirements}: {exc.strerror}") from None
     module = load_module(jobs_target)
     jobs = JobSet.from_module(module)
     the_plan = plan(jobs, tuple(dict.fromkeys([provider, watcher])))
@@ -289,6 +298,7 @@ def render(
         watcher_here=watcher == provider,
         watcher_only=False,
         wheel=wheel_path,
+        extra_requirements=extra,
     )
     if watcher != provider:
         roots.append(target / "watcher")
@@ -301,6 +311,7 @@ def render(
             watcher_here=True,
             watcher_only=True,
             wheel=wheel_path,
+            extra_requirements=extra,
         )
     files = tuple(
         sorted(p for p in target.rglob("*") if p.is_file() and ".terraform" not in p.parts)

@@ -1,0 +1,206 @@
+"""Rendering: golden files for the example jobs, the function package, refusals.
+
+Regenerate the golden files after an intended change::
+
+    CRONWARDEN_UPDATE_GOLDEN=1 pytest tests/deploy/test_render.py
+"""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import py_compile
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import cronwarden
+from cronwarden.deploy import files
+from cronwarden.deploy.render import MARKER, Rendered, render
+from cronwarden.errors import ConfigurationError, InvalidJobDefinition
+
+from .conftest import CASES, EXAMPLES
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("CRONWARDEN_UPDATE_GOLDEN") == "1"
+
+
+def golden_files(root: Path) -> dict[str, str]:
+    """Rendered text files; modules/ and the copied job module are verbatim copies, checked by
+    other tests."""
+    out = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if not path.is_file() or "modules" in rel.parts or path.suffix == ".zip":
+            continue
+        if rel.parent.name == "function" and (EXAMPLES / path.name).exists():
+            continue
+        out[rel.as_posix()] = path.read_text(encoding="utf-8")
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden(case: str, rendered: dict[str, Rendered]) -> None:
+    actual = golden_files(rendered[case].out)
+    folder = GOLDEN / case
+    if UPDATE:
+        shutil.rmtree(folder, ignore_errors=True)
+        for rel, text in actual.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_text(text, encoding="utf-8")
+    expected = golden_files(folder)
+    assert sorted(actual) == sorted(expected), "rendered file set changed"
+    for rel, text in actual.items():
+        assert text == expected[rel], f"{case}/{rel} differs from the golden file"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_modules_are_verbatim_copies(case: str, rendered: dict[str, Rendered]) -> None:
+    for root in rendered[case].roots:
+        for part in ("common/settings", "gcp" if (root / "modules/gcp").exists() else "azure"):
+            cmp = filecmp.dircmp(files.terraform_modules() / part, root / "modules" / part)
+            assert not (cmp.left_only or cmp.right_only or cmp.diff_files), part
+
+
+def test_function_packages(rendered: dict[str, Rendered]) -> None:
+    gcp = rendered["gcp-nightly"].out / "function"
+    assert sorted(p.name for p in gcp.iterdir()) == [
+        "main.py",
+        "nightly_export.py",
+        "requirements.txt",
+    ]
+    assert f"cronwarden[gcp]=={cronwarden.__version__}" in (gcp / "requirements.txt").read_text()
+    main = (gcp / "main.py").read_text()
+    assert "from cronwarden.adapters.gcp.functions import make_functions" in main
+    assert "import nightly_export as jobs_module" in main
+    assert "trigger, worker, watcher = make_functions(jobs_module)" in main
+    azure = rendered["azure-nightly"].out / "function"
+    assert sorted(p.name for p in azure.iterdir()) == [
+        "function_app.py",
+        "host.json",
+        "nightly_export.py",
+        "requirements.txt",
+    ]
+    assert (
+        f"cronwarden[azure]=={cronwarden.__version__}" in (azure / "requirements.txt").read_text()
+    )
+    app = (azure / "function_app.py").read_text()
+    assert "from cronwarden.adapters.azure.functions import build_app" in app
+    assert "app = build_app(jobs_module)" in app
+    for package in (gcp, azure):
+        copy = (package / "nightly_export.py").read_bytes()
+        assert copy == (EXAMPLES / "nightly_export.py").read_bytes()
+    for entry in (gcp / "main.py", azure / "function_app.py"):
+        py_compile.compile(str(entry), doraise=True)  # compiles; never imported here
+
+
+def test_zip_is_reproducible(rendered: dict[str, Rendered], tmp_path: Path) -> None:
+    again = render("gcp", str(EXAMPLES / "nightly_export.py"), tmp_path / "again")
+    first = (rendered["gcp-nightly"].out / "function.zip").read_bytes()
+    assert (again.out / "function.zip").read_bytes() == first
+    with zipfile.ZipFile(again.out / "function.zip") as archive:
+        assert sorted(archive.namelist()) == ["main.py", "nightly_export.py", "requirements.txt"]
+
+
+def test_rerender_keeps_terraform_state(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    render("azure", str(EXAMPLES / "quarter_hourly.py"), out)
+    (out / "terraform.tfstate").write_text("{}")
+    (out / "terraform.tfvars").write_text('suffix = "x1"\n')
+    (out / ".terraform").mkdir()
+    render("azure", str(EXAMPLES / "quarter_hourly.py"), out)
+    assert (out / "terraform.tfstate").read_text() == "{}"
+    assert (out / "terraform.tfvars").exists() and (out / ".terraform").is_dir()
+    assert (out / MARKER).exists()
+
+
+def test_refuses_a_foreign_folder(tmp_path: Path) -> None:
+    (tmp_path / "precious.txt").write_text("mine")
+    with pytest.raises(ConfigurationError, match="not empty and was not rendered by cronwarden"):
+        render("gcp", str(EXAMPLES / "nightly_export.py"), tmp_path)
+
+
+def test_vendored_wheel(tmp_path: Path) -> None:
+    wheel = tmp_path / "cronwarden-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"not really a wheel")
+    result = render("gcp", str(EXAMPLES / "quarter_hourly.py"), tmp_path / "o", wheel=wheel)
+    package = result.out / "function"
+    assert (package / wheel.name).exists()
+    assert f"./{wheel.name}[gcp]" in (package / "requirements.txt").read_text()
+
+
+def _jobs_file(tmp_path: Path, body: str, name: str = "myjobs.py") -> str:
+    path = tmp_path / name
+    path.write_text("import cronwarden\n\n" + body)
+    return str(path)
+
+
+def test_refuses_dom_and_dow_on_azure_only(tmp_path: Path) -> None:
+    target = _jobs_file(
+        tmp_path,
+        '@cronwarden.job("both-days", cron="0 3 1 * MON", max_runtime="1m")\ndef both(ctx): ...\n',
+    )
+    with pytest.raises(
+        InvalidJobDefinition, match=r"job 'both-days'.*both day-of-month and day-of-week"
+    ):
+        render("azure", target, tmp_path / "a")
+    render("gcp", target, tmp_path / "g")  # Cloud Scheduler has the same OR semantics as cron
+    with pytest.raises(InvalidJobDefinition, match="both day-of-month"):
+        render("gcp", target, tmp_path / "w", watcher_provider="azure")
+
+
+def test_refuses_runs_longer_than_a_cloud_function(tmp_path: Path) -> None:
+    target = _jobs_file(
+        tmp_path,
+        '@cronwarden.job("long", cron="0 3 * * *", max_runtime="2h")\ndef long(ctx): ...\n',
+    )
+    with pytest.raises(InvalidJobDefinition, match="does not fit a Cloud Functions HTTP request"):
+        render("gcp", target, tmp_path / "g")
+    result = render("azure", target, tmp_path / "a")
+    assert 'default     = "EP1"' in (result.out / "variables.tf").read_text()
+
+
+def test_clamps_pubsub_attempts_with_a_note(tmp_path: Path) -> None:
+    target = _jobs_file(
+        tmp_path,
+        '@cronwarden.job("few", cron="*/5 * * * *", max_runtime="1m",'
+        " retry=cronwarden.Retry(max_attempts=2))\ndef few(ctx): ...\n",
+    )
+    result = render("gcp", target, tmp_path / "g")
+    assert any("at least 5 delivery attempts" in note for note in result.plan.notes)
+    assert "max_attempts        = 2" in (result.out / "main.tf").read_text()
+
+
+def test_refuses_reserved_module_names(tmp_path: Path) -> None:
+    target = _jobs_file(
+        tmp_path,
+        '@cronwarden.job("x-job", cron="*/5 * * * *", max_runtime="1m")\ndef x(ctx): ...\n',
+        name="main.py",
+    )
+    with pytest.raises(ConfigurationError, match="rename job module 'main'"):
+        render("gcp", target, tmp_path / "g")
+
+
+def test_refuses_unknown_providers_and_bad_names(tmp_path: Path) -> None:
+    target = str(EXAMPLES / "quarter_hourly.py")
+    with pytest.raises(ConfigurationError, match="unknown provider 'aws'"):
+        render("aws", target, tmp_path / "a")
+    with pytest.raises(ConfigurationError, match="unknown watcher provider"):
+        render("gcp", target, tmp_path / "b", watcher_provider="aws")
+    with pytest.raises(ConfigurationError, match="--name"):
+        render("gcp", target, tmp_path / "c", prefix="Bad_Name")
+
+
+def test_extra_requirements(tmp_path: Path) -> None:
+    extra = tmp_path / "req.txt"
+    extra.write_text("requests==2.32.3\n")
+    result = render(
+        "azure", str(EXAMPLES / "quarter_hourly.py"), tmp_path / "o", requirements=extra
+    )
+    text = (result.out / "function" / "requirements.txt").read_text()
+    assert text.splitlines()[1:] == [
+        f"cronwarden[azure]=={cronwarden.__version__}",
+        "requests==2.32.3",
+    ]
