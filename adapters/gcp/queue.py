@@ -11,8 +11,10 @@ How each part of the contract maps onto Pub/Sub:
   until ``wait`` runs out (a plain sync pull on an empty subscription blocks ~29 s, and a pull
   cut off by a client deadline can swallow messages until their ack deadline passes, costing a
   delivery attempt). Visibility is the ack deadline, set per delivery with ``ModifyAckDeadline``
-  (1..600 s) unless it equals the subscription's. ``attempt`` is Pub/Sub's ``delivery_attempt``,
-  which the broker fills because every subscription has a dead-letter policy.
+  unless it equals the subscription's. One call reaches at most 600 s; a longer visibility
+  (``receive`` or ``extend``) is kept up by a background thread that re-extends the delivery
+  every 200 s until it is settled or the time has passed (see ``_keeper``). ``attempt`` is
+  Pub/Sub's ``delivery_attempt``, filled because every subscription has a dead-letter policy.
 * ``retry(delay)`` sets the ack deadline to ``delay`` (0 = nack); the subscription's retryPolicy
   backoff adds to it (the emulator's backoff is coarse, about 2 s steps). ``extend`` sets it too.
 * ``dead_letter(reason)`` publishes the message to the dead-letter topic with
@@ -54,6 +56,7 @@ from cronwarden.errors import ConfigurationError
 from cronwarden.ports import REASON_ATTRIBUTE, REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue
 
 from ._clients import grpc_module, pubsub_clients
+from ._keeper import DeadlineKeeper
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +110,8 @@ def _number(text: str | None, default: float) -> float:
         return default
 
 
-def _seconds(value: float, low: int) -> int:
-    return max(low, min(MAX_ACK_DEADLINE, math.ceil(value)))
+def _seconds(value: float, low: int, cap: float = MAX_ACK_DEADLINE) -> int:
+    return max(low, min(int(cap), math.ceil(value)))
 
 
 def validate_max_deliveries(value: int) -> int:
@@ -134,8 +137,6 @@ class PubSubQueue(Queue):
     """
 
     deduplicates = False  #: Pub/Sub publishes every copy; the store's claim dedupes
-    max_visibility = float(MAX_ACK_DEADLINE)  #: longer visibilities are cut to this: extend
-    #: a delivery at least this often (the high-level client's lease manager does the same)
 
     def __init__(
         self,
@@ -154,10 +155,13 @@ class PubSubQueue(Queue):
         max_poll_interval: float = 0.25,
         dlq_scan_limit: int = 10_000,
         rpc_timeout: float = 30.0,
+        max_visibility: float = MAX_ACK_DEADLINE,
     ) -> None:
         if not project:
             raise ConfigurationError("PubSubQueue needs a project id")
         self.max_deliveries = validate_max_deliveries(max_deliveries)
+        if not 1 <= max_visibility <= MAX_ACK_DEADLINE:
+            raise ConfigurationError(f"max_visibility must be 1..600 seconds, got {max_visibility}")
         if not 10 <= ack_deadline <= MAX_ACK_DEADLINE:
             raise ConfigurationError(f"ack_deadline must be 10..600 seconds, got {ack_deadline}")
         if retry_backoff is not None:
@@ -189,6 +193,24 @@ class PubSubQueue(Queue):
         self._clients: tuple[Any, Any] | None = None
         self._lock = threading.Lock()
         self._dlq_lock = threading.Lock()
+        #: One ModifyAckDeadline reaches at most this far; longer visibilities are kept up by
+        #: a background keeper (Pub/Sub's cap is 600 s; lower only to test the keeper).
+        self.max_visibility = float(max_visibility)
+        self._keeper = self._new_keeper()
+
+    def _new_keeper(self) -> DeadlineKeeper:
+        def extend(ack_ids: Sequence[str], seconds: int) -> None:
+            self._modack(self.subscription, ack_ids, seconds)
+
+        return DeadlineKeeper(extend, self.max_visibility)
+
+    def _hold(self, ack_ids: Sequence[str], visibility: float) -> None:
+        """Set ``ack_ids`` invisible for ``visibility`` s (beyond the cap: via the keeper)."""
+        self._modack(self.subscription, ack_ids, _seconds(visibility, 1, self.max_visibility))
+        if visibility > self.max_visibility:
+            self._keeper.keep(ack_ids, visibility)
+        else:
+            self._keeper.forget(ack_ids)
 
     # -- plumbing ---------------------------------------------------------------------------
     def _connect(self) -> tuple[Any, Any]:
@@ -310,9 +332,10 @@ class PubSubQueue(Queue):
                 due.append(item)
         for seconds, ack_ids in hidden.items():
             self._modack(self.subscription, ack_ids, seconds)
-        seconds = _seconds(visibility, 1)
-        if due and seconds != self.ack_deadline:
-            self._modack(self.subscription, [item.ack_id for item in due], seconds)
+        if due and (
+            visibility > self.max_visibility or _seconds(visibility, 1) != self.ack_deadline
+        ):
+            self._hold([item.ack_id for item in due], visibility)
         return [self._delivery(item) for item in due]
 
     @staticmethod
@@ -328,13 +351,15 @@ class PubSubQueue(Queue):
         )
 
     def ack(self, delivery: Delivery) -> None:
+        self._keeper.forget([delivery.handle])
         self._ack(self.subscription, [delivery.handle])
 
     def retry(self, delivery: Delivery, delay: float) -> None:
+        self._keeper.forget([delivery.handle])
         self._modack(self.subscription, [delivery.handle], _seconds(delay, 0))
 
     def extend(self, delivery: Delivery, visibility: float) -> None:
-        self._modack(self.subscription, [delivery.handle], _seconds(visibility, 1))
+        self._hold([delivery.handle], visibility)
 
     def dead_letter(self, delivery: Delivery, reason: str, description: str = "") -> None:
         attrs = {
@@ -351,7 +376,7 @@ class PubSubQueue(Queue):
             }
         )
         self._publish(self.dead_letter_topic, [{"data": delivery.body, "attributes": attrs}])
-        self._ack(self.subscription, [delivery.handle])
+        self.ack(delivery)
 
     # -- the dead-letter queue --------------------------------------------------------------
     def _pull_dead_letters(self, limit: int) -> list[Any]:
@@ -432,6 +457,8 @@ class PubSubQueue(Queue):
             return len(items)
 
     def close(self) -> None:
+        self._keeper.close()
+        self._keeper = self._new_keeper()
         clients, self._clients = self._clients, None
         for client in clients or ():
             client.transport.close()

@@ -193,3 +193,30 @@ def test_dedup_id_travels_as_an_attribute(make_queue: MakeQueue) -> None:
     assert d.attributes["cw-dedup-id"] == "job:2026-01-20T02:00Z"
     assert queue.deduplicates is False
     queue.ack(d)
+
+
+def test_visibility_beyond_one_ack_deadline_is_kept_up(make_queue: MakeQueue) -> None:
+    queue = make_queue(max_visibility=2)  # one extension reaches 600 s on Pub/Sub; 2 s here
+    queue.publish(b"long")
+    start = time.monotonic()
+    first = receive_one(queue, visibility=6)
+    time.sleep(4.0)  # two caps later: the point is that nothing happens
+    assert queue.receive(1, wait=0.5) == []
+    again = receive_one(queue)
+    assert time.monotonic() - start >= 6.0
+    assert again.attempt == first.attempt + 1
+    queue.ack(again)
+
+
+def test_settling_or_a_short_extend_stops_keeping(make_queue: MakeQueue) -> None:
+    queue = make_queue(max_visibility=2)
+    queue.publish(b"m")
+    d = receive_one(queue, visibility=30)
+    assert queue._keeper.pending() == 1
+    queue.extend(d, 1.5)
+    assert queue._keeper.pending() == 0
+    queue.extend(d, 30)
+    assert queue._keeper.pending() == 1
+    queue.ack(d)
+    assert queue._keeper.pending() == 0
+    queue.close()
