@@ -218,12 +218,31 @@ class TableStore(Store):
         )
 
     def _submit(self, operations: list[Any], retryable: set[int]) -> list[Mapping[str, Any]]:
+        """Send the operations as one transaction, or a lone create/update/upsert as a plain
+        request (same semantics, a third of the SDK's CPU cost per commit). A lone delete stays
+        a transaction: the SDK's ``delete_entity`` hides a 404, which must fail the commit."""
+        from azure.core.exceptions import ResourceExistsError, ResourceModifiedError
+        from azure.core.exceptions import ResourceNotFoundError as NotFound
         from azure.data.tables import TableTransactionError
 
         try:
+            if len(operations) == 1 and operations[0][0] != "delete":
+                return [self._single(*operations[0])]
             return list(self._table.submit_transaction(operations))
-        except TableTransactionError as exc:
+        except (TableTransactionError, ResourceExistsError, ResourceModifiedError) as exc:
             raise _conflict(exc, operations, retryable) from None
+        except NotFound as exc:
+            if _error_code(exc) == _TABLE_NOT_FOUND:
+                raise
+            raise _conflict(exc, operations, retryable) from None
+
+    def _single(self, kind: str, entity: Any, options: Any = None) -> Mapping[str, Any]:
+        action = {
+            "create": self._table.create_entity,
+            "update": self._table.update_entity,
+            "upsert": self._table.upsert_entity,
+        }[kind]
+        return dict(action(entity, **(options or {})))
 
     # -- plumbing --------------------------------------------------------------------------
     def _call(self, action: Callable[..., _T], *args: Any) -> _T:
@@ -341,6 +360,9 @@ def _conflict(exc: Any, operations: list[Any], retryable: set[int]) -> Exception
 def _error_code(exc: Any) -> str:
     """The service's error code (``EntityAlreadyExists``, ...) as plain text."""
     code = getattr(exc, "error_code", None)
+    if not code:  # some SDK paths raise without decoding the body: use the header
+        response = getattr(exc, "response", None)
+        code = getattr(response, "headers", {}).get("x-ms-error-code")
     return str(code.value if isinstance(code, Enum) else code or "")
 
 
