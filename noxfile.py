@@ -81,3 +81,13 @@ def editable(session: nox.Session) -> None:
         )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@nox.session(name="deploy_check", python=PYTHON)
+def deploy_check(session: nox.Session) -> None:
+    """checkov (offline) over the rendered example deployments, with cronwarden's dead-letter
+    policies. Own session: checkov pins packaging<24 and ships its own `hcl2` module, neither of
+    which can share the test virtualenv (python-hcl2, pytest 9)."""
+    session.install("build")
+    session.install(_build_wheel(session), "checkov>=3.2")  # no extras: no python-hcl2 here
+    session.run("python", "tests/deploy/run_checkov.py")
