@@ -12,6 +12,8 @@ Checks, each returning findings (one line each; no findings = pass):
   arguments are not written as blocks nor blocks as arguments, required arguments are set;
 * **modules**: every call of a local module passes only variables the module declares and all
   its required ones, and every ``module.NAME.OUTPUT`` reference names a declared output;
+* **references**: every ``var.``, ``local.``, ``data.`` and resource reference names something
+  the module declares;
 * **secrets**: nothing that looks like a key, SAS token or connection string with a secret;
 * **checkov** (optional, ``--checkov``): its built-in checks plus cronwarden's dead-letter
   policies (``deployments/checkov``), offline; a parse error counts as a failure (checkov itself
@@ -264,6 +266,57 @@ def check_modules(parsed: dict[Path, dict[str, Any]], folder: Path) -> list[str]
     return sorted(set(out))
 
 
+_VAR_REF = re.compile(r"\bvar\.([A-Za-z_][\w-]*)")
+_LOCAL_REF = re.compile(r"\blocal\.([A-Za-z_][\w-]*)")
+_DATA_REF = re.compile(r"\bdata\.([a-z][a-z0-9]*_\w+)\.([A-Za-z_][\w-]*)")
+_RESOURCE_REF = re.compile(r"(?<![.\w\"/])((?:google|azurerm)_\w+)\.([A-Za-z_][\w-]*)")
+_COMMENT = re.compile(r"^\s*#.*$", re.MULTILINE)
+
+
+def _declared(module_dir: Path, parsed: dict[Path, dict[str, Any]]) -> dict[str, set[str]]:
+    names: dict[str, set[str]] = {"var": set(), "local": set(), "resource": set(), "data": set()}
+    for path, doc in parsed.items():
+        if path.parent != module_dir:
+            continue
+        for entry in doc.get("variable", []):
+            names["var"].update(_unquote(name) for name in entry)
+        for block in doc.get("locals", []):
+            names["local"].update(k for k in block if not k.startswith("__"))
+        for tf_type, name, _ in _labelled(doc, "resource"):
+            names["resource"].add(f"{tf_type}.{name}")
+        for tf_type, name, _ in _labelled(doc, "data"):
+            names["data"].add(f"{tf_type}.{name}")
+    return names
+
+
+def check_references(parsed: dict[Path, dict[str, Any]], folder: Path) -> list[str]:
+    """``var.X``, ``local.X``, ``data.T.N`` and ``T.N`` references name something declared in
+    the same module (what ``terraform validate`` would report, without providers)."""
+    out: list[str] = []
+    for module_dir in module_dirs(folder):
+        names = _declared(module_dir, parsed)
+        for path in sorted(p for p in parsed if p.parent == module_dir):
+            text = _COMMENT.sub("", path.read_text(encoding="utf-8"))
+            rel = path.relative_to(folder)
+            for match in _VAR_REF.finditer(text):
+                if match.group(1) not in names["var"]:
+                    out.append(f"{rel}: var.{match.group(1)} is not declared")
+            for match in _LOCAL_REF.finditer(text):
+                if match.group(1) not in names["local"]:
+                    out.append(f"{rel}: local.{match.group(1)} is not declared")
+            for match in _DATA_REF.finditer(text):
+                ref = f"{match.group(1)}.{match.group(2)}"
+                if ref not in names["data"]:
+                    out.append(f"{rel}: data.{ref} is not declared")
+            for match in _RESOURCE_REF.finditer(text):
+                ref = f"{match.group(1)}.{match.group(2)}"
+                before = text[max(0, match.start() - 5) : match.start()]
+                if before.endswith("data.") or ref in names["resource"]:
+                    continue
+                out.append(f"{rel}: {ref} is not declared")
+    return sorted(set(out))
+
+
 def check_secrets(folder: Path) -> list[str]:
     """Anything that looks like a secret in a rendered file (text files only)."""
     out = []
@@ -468,6 +521,7 @@ def run_checks(
         table = schemas if isinstance(schemas, Schemas) else Schemas.installed()
         report.findings["schema"] = check_schema(parsed, root, table)
     report.findings["modules"] = check_modules(parsed, root)
+    report.findings["references"] = check_references(parsed, root)
     report.findings["secrets"] = check_secrets(root)
     if checkov:
         tool("checkov", lambda: check_checkov(root, files.checkov_policies()))
@@ -481,6 +535,7 @@ __all__ = [
     "check_checkov",
     "check_fmt",
     "check_modules",
+    "check_references",
     "check_schema",
     "check_secrets",
     "check_validate",

@@ -12,6 +12,7 @@ from cronwarden.deploy.check import (
     check_body,
     check_fmt,
     check_modules,
+    check_references,
     check_schema,
     check_secrets,
     check_validate,
@@ -43,7 +44,15 @@ def test_rendered_output_passes_every_check(
     terraform_or_skip()
     report = run_checks(rendered[case].out, schemas=schemas)
     assert report.ok, "\n".join(report.lines())
-    assert set(report.findings) == {"parse", "fmt", "validate", "schema", "modules", "secrets"}
+    assert set(report.findings) == {
+        "parse",
+        "fmt",
+        "validate",
+        "schema",
+        "modules",
+        "references",
+        "secrets",
+    }
 
 
 def test_the_shipped_modules_pass(schemas: Schemas) -> None:
@@ -123,6 +132,29 @@ def test_module_calls_are_checked(rendered: dict[str, Rendered], tmp_path: Path)
         "(did you mean 'invoker_email'?)",
         "main.tf: module.dead_letter.topic: module 'dead_letter' has no output 'topic' "
         "(did you mean 'topic_id'?)",
+    ]
+
+
+def test_references_are_checked(rendered: dict[str, Rendered], tmp_path: Path) -> None:
+    root = _copy(rendered["gcp-nightly"], tmp_path)
+    _replace(
+        root / "main.tf", "google_service_account.push.name", "google_service_account.pusher.name"
+    )
+    _replace(
+        root / "main.tf",
+        "location                    = var.region",
+        "location                    = var.regoin",
+    )
+    _replace(root / "main.tf", "toset(local.apis)", "toset(local.api)")
+    _replace(
+        root / "main.tf", "data.google_project.this.number}@", "data.google_project.that.number}@"
+    )
+    parsed, _ = parse(root)
+    assert check_references(parsed, root) == [
+        "main.tf: data.google_project.that is not declared",
+        "main.tf: google_service_account.pusher is not declared",
+        "main.tf: local.api is not declared",
+        "main.tf: var.regoin is not declared",
     ]
 
 
