@@ -248,6 +248,11 @@ class FirestoreStore(Store):
             raise self._conflict(ops, "exists", exc) from exc
         except (gexc.FailedPrecondition, gexc.NotFound) as exc:
             raise self._conflict(ops, "version", exc) from exc
+        except gexc.InvalidArgument as exc:
+            raise ValueError(
+                f"Firestore refused the commit as invalid: {exc.message} (limits: 1 MiB per "
+                "record, integers within int64, no empty map keys)"
+            ) from exc
         except _unavailable() as exc:
             # Not retried here: a commit that did land would then look like a conflict.
             raise StoreUnavailable(f"firestore commit outcome unknown: {exc}") from exc

@@ -225,6 +225,12 @@ def test_json_values_firestore_cannot_hold_natively(fs_store: FirestoreStore) ->
     assert fs_store.get(RUN_KEY).data == data  # type: ignore[union-attr]
 
 
+def test_oversized_record_is_refused_clearly(fs_store: FirestoreStore) -> None:
+    with pytest.raises(ValueError, match="1 MiB"):
+        fs_store.commit([Create(RUN_KEY, {"blob": "x" * 1_100_000})])
+    assert fs_store.get(RUN_KEY) is None
+
+
 def test_prefix_bounds() -> None:
     assert prefix_end("w/") == "w0"
     assert prefix_end("a\U0010ffff") == "b"
