@@ -89,16 +89,18 @@ def test_firestore_reset_wipes_a_project(firestore_emulator: FirestoreEmulator) 
 
 def test_stop_kills_the_whole_process_group(tmp_path) -> None:  # type: ignore[no-untyped-def]
     emulator = PubSubEmulator(log_dir=str(tmp_path)).start()
-    pgid = emulator.pid
-    assert pgid is not None and process_group_alive(pgid)
-    queue = PubSubQueue(
-        "cw-stop", "runs", "worker", emulator_host=emulator.address, create_missing=True
-    )
-    queue.publish(b"x")
-    emulator.reset()
-    assert list(queue.subscriber.list_subscriptions(project="projects/cw-stop")) == []
-    queue.close()
-    emulator.stop()
+    try:
+        pgid = emulator.pid
+        assert pgid is not None and process_group_alive(pgid)
+        queue = PubSubQueue(
+            "cw-stop", "runs", "worker", emulator_host=emulator.address, create_missing=True
+        )
+        queue.publish(b"x")
+        emulator.reset()
+        assert list(queue.subscriber.list_subscriptions(project="projects/cw-stop")) == []
+        queue.close()
+    finally:
+        emulator.stop()
     assert wait_until(lambda: not process_group_alive(pgid))
     assert not emulator.running
 
@@ -123,9 +125,13 @@ def test_cli_prints_the_env_var_and_stops_on_sigterm(tmp_path) -> None:  # type:
         # the emulator ran in its own group: nothing answers on the port any more
         assert wait_until(lambda: not _answers(port))
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        if proc.poll() is None:  # SIGTERM first: the CLI stops its emulator's process group
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
 def _answers(port: int) -> bool:
