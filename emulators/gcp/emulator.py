@@ -8,6 +8,7 @@ over HTTP: ``GET /`` answers ``Ok`` once the server accepts requests.
 
 from __future__ import annotations
 
+import atexit
 import os
 import tempfile
 import time
@@ -107,6 +108,7 @@ class GcpEmulator:
                 last = exc
                 continue
             self._process = process
+            atexit.register(self.stop)  # a forgotten stop() must not leave Java running
             return self
         raise last or EmulatorError(f"{self.which} emulator did not start")
 
@@ -115,6 +117,7 @@ class GcpEmulator:
         if self._process is not None:
             self._process.stop()
             self._process = None
+            atexit.unregister(self.stop)
 
     @property
     def pid(self) -> int | None:
