@@ -78,7 +78,7 @@ def variables(
         _variable(
             "sku_name",
             "string",
-            "Function app plan: Y1 (consumption, runs up to 10 min) or EP1.. (premium).",
+            "Dedicated App Service plan SKU (B1, S1, P1v3, ...); Always On keeps timers firing.",
             sku,
         ),
         _variable(

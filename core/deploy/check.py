@@ -96,7 +96,12 @@ def module_dirs(folder: Path) -> list[Path]:
 
 def parse(folder: Path) -> tuple[dict[Path, dict[str, Any]], list[str]]:
     """Every ``.tf`` file parsed with python-hcl2; the findings are parse errors."""
-    import hcl2
+    try:
+        import hcl2
+    except ImportError:
+        raise CronwardenError(
+            "the deploy checks need python-hcl2: pip install 'cronwarden[deploy]'"
+        ) from None
 
     parsed: dict[Path, dict[str, Any]] = {}
     errors: list[str] = []

@@ -278,6 +278,7 @@ def main(
                 Attr("publishers", {"worker": Expr("module.worker.service_account_member")}),
                 Attr("readers", readers),
                 Attr("labels", Expr("var.labels")),
+                Attr("depends_on", [Expr("google_project_service.apis")]),
             ],
         ),
         _push(
@@ -401,6 +402,7 @@ def main(
                 Attr("project", Expr("var.project")),
                 Attr("dead_letter_subscription", Expr("module.dead_letter.subscription_name")),
                 Attr("notification_channels", Expr("var.notification_channels")),
+                Attr("depends_on", [Expr("google_project_service.apis")]),
             ],
         ),
     ]
@@ -480,6 +482,7 @@ def _push(
             Attr("pubsub_service_agent", Expr("local.pubsub_service_agent")),
             Attr("publishers", publishers),
             Attr("labels", Expr("var.labels")),
+            Attr("depends_on", [Expr("google_project_service.apis")]),
         ],
     )
 

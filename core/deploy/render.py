@@ -28,7 +28,7 @@ from cronwarden.errors import ConfigurationError
 from . import azure, files, gcp, hcl
 from .package import JobSource, job_source, write_package, zip_folder
 from .readme import root_readme, tfvars_example
-from .spec import PROVIDERS, Plan, plan
+from .spec import AZURE_SKU, PROVIDERS, Plan, plan
 
 MARKER = ".cronwarden-render"
 _GENERATED = (
@@ -164,7 +164,7 @@ def _azure_watcher_variables() -> list[hcl.Item]:
         return hcl.Block("variable", (name,), body)
 
     return [
-        *azure.variables("Y1", watcher_only=True),
+        *azure.variables(AZURE_SKU, watcher_only=True),
         var("gcp_project", "GCP project running the jobs."),
         var("gcp_firestore_database", "Firestore database id of the jobs.", "(default)"),
         var(
@@ -217,7 +217,7 @@ def _root(
             _write(folder, "main.tf", azure.watcher_main(_gcp_env_for_azure_watcher(prefix)))
             _write(folder, "outputs.tf", azure.outputs(watcher_only=True))
         else:
-            sku = the_plan.azure_sku()
+            sku = AZURE_SKU
             _write(folder, "variables.tf", azure.variables(sku, external_watcher=external))
             jobs = {spec.name: spec.terraform() for spec in the_plan.jobs}
             _write(folder, "main.tf", azure.main(jobs, watcher_here=watcher_here))

@@ -7,8 +7,9 @@ and strings, ready for Terraform) and refuses, with one clear sentence, what a c
   ``#``, ``?``); for Azure it must also translate to one UTC NCRONTAB expression
   (:func:`~cronwarden.deploy.ncrontab.utc_ncrontab`);
 * GCP: the worker is an HTTP function, at most 60 minutes per request;
-* Azure: a consumption plan (Y1) stops a function after 10 minutes, so a longer max runtime
-  selects an Elastic Premium plan (EP1) by default.
+* Azure: the function app runs on a dedicated plan with Always On (the consumption and Elastic
+  Premium plans need a key-based content share, and cronwarden renders no secret), so runs are
+  not cut at 10 minutes; Service Bus locks are renewed past their 5-minute maximum.
 
 Values a cloud clamps are reported as notes (e.g. Pub/Sub needs 5..100 delivery attempts: a job
 with fewer attempts still gets its own bound from the engine, which counts attempts in the run
@@ -29,7 +30,7 @@ from .ncrontab import check_portable, utc_ncrontab
 PROVIDERS = ("gcp", "azure")
 MARGIN_SECONDS = 30  #: added to the longest max runtime for ack deadlines and host timeouts
 GCP_MAX_FUNCTION_SECONDS = 3600
-AZURE_CONSUMPTION_MAX_SECONDS = 600
+AZURE_SKU = "B1"  #: default dedicated plan (Always On keeps timers firing)
 PUBSUB_MIN_ATTEMPTS, PUBSUB_MAX_ATTEMPTS = 5, 100
 PUBSUB_MAX_BACKOFF = 600
 PUBSUB_MAX_ACK_DEADLINE = 600
@@ -84,11 +85,6 @@ class Plan:
     @property
     def most_attempts(self) -> int:
         return max(j.max_attempts for j in self.jobs)
-
-    def azure_sku(self) -> str:
-        """Y1 (consumption) when every run fits its 10-minute limit, else EP1."""
-        fits = self.longest_runtime + MARGIN_SECONDS <= AZURE_CONSUMPTION_MAX_SECONDS
-        return "Y1" if fits else "EP1"
 
     def host_timeout(self) -> str:
         """``functionTimeout`` for host.json: the longest max runtime plus the margin."""
@@ -169,12 +165,6 @@ def plan(jobs: JobSet, providers: tuple[str, ...] | list[str]) -> Plan:
                 schedule_setting=schedule_setting(job.name),
                 description=job.description,
             )
-        )
-    result = Plan(tuple(specs), tuple(notes))
-    if "azure" in providers and result.azure_sku() != "Y1":
-        notes.append(
-            f"the longest max_runtime ({result.longest_runtime}s) exceeds the consumption "
-            "plan's 10-minute limit: the function app defaults to an Elastic Premium plan (EP1)"
         )
     return Plan(tuple(specs), tuple(notes))
 

@@ -75,3 +75,14 @@ def test_render_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
         ["deploy", "render", "-p", "gcp", "-j", str(tmp_path / "missing.py"), "-o", "x"], capsys
     )
     assert code == 2 and "does not exist" in stderr and len(stderr.strip().splitlines()) == 1
+
+
+def test_import_cronwarden_does_not_import_deploy() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, cronwarden, cronwarden.cli; "
+        "assert not [m for m in sys.modules if m.startswith('cronwarden.deploy')], sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -158,8 +158,8 @@ def test_refuses_runs_longer_than_a_cloud_function(tmp_path: Path) -> None:
     )
     with pytest.raises(InvalidJobDefinition, match="does not fit a Cloud Functions HTTP request"):
         render("gcp", target, tmp_path / "g")
-    result = render("azure", target, tmp_path / "a")
-    assert 'default     = "EP1"' in (result.out / "variables.tf").read_text()
+    result = render("azure", target, tmp_path / "a")  # a dedicated plan: no 10-minute limit
+    assert 'default     = "B1"' in (result.out / "variables.tf").read_text()
 
 
 def test_clamps_pubsub_attempts_with_a_note(tmp_path: Path) -> None:

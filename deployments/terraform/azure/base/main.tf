@@ -80,10 +80,21 @@ resource "azurerm_storage_account" "this" {
   tags                            = var.tags
 }
 
+# Shared keys are disabled, so Terraform creates the table through the data plane with its own
+# Entra ID identity (provider setting storage_use_azuread): grant it the data role first.
+data "azurerm_client_config" "current" {}
+
+resource "azurerm_role_assignment" "deployer_table" {
+  scope                = azurerm_storage_account.this.id
+  role_definition_name = "Storage Table Data Contributor"
+  principal_id         = data.azurerm_client_config.current.object_id
+}
+
 resource "azurerm_storage_table" "this" {
   # checkov:skip=CKV2_AZURE_20:Storage analytics logging of table reads is optional (cost); cronwarden logs every run transition itself.
   name                 = var.table_name
   storage_account_name = azurerm_storage_account.this.name
+  depends_on           = [azurerm_role_assignment.deployer_table]
 }
 
 output "resource_group_name" {

@@ -27,9 +27,13 @@ variable "location" {
 }
 
 variable "sku_name" {
-  description = "App Service plan SKU: Y1 (consumption), EP1.. (elastic premium) or B1.. (dedicated)."
+  description = "Dedicated App Service plan SKU (B1, S1, P1v3, ...)."
   type        = string
-  default     = "Y1"
+  default     = "B1"
+  validation {
+    condition     = !can(regex("^(Y1|EP[0-9]+|FC1)$", var.sku_name))
+    error_message = "Consumption and Elastic Premium plans need a key-based content share (WEBSITE_CONTENTAZUREFILECONNECTIONSTRING) and cronwarden renders no secret: use a dedicated plan (B1, S1, P1v3, ...)."
+  }
 }
 
 variable "python_version" {
@@ -67,7 +71,8 @@ variable "tags" {
 }
 
 resource "azurerm_service_plan" "this" {
-  # checkov:skip=CKV_AZURE_212:Failover instances are a plan choice (var.sku_name): the consumption plan scales by itself and has no instance minimum.
+  # checkov:skip=CKV_AZURE_211:B1 is the low-cost default for a handful of scheduled jobs; set sku_name (S1, P1v3, ...) for more capacity.
+  # checkov:skip=CKV_AZURE_212:One instance by default (var.sku_name, worker_count): a missed tick is caught up by the catch-up policy and alerted by the watcher.
   # checkov:skip=CKV_AZURE_225:Zone redundancy needs a premium plan with at least 3 instances; a missed tick is caught up (catch-up policy) and alerted by the watcher.
   name                = "${var.name}-plan"
   resource_group_name = var.resource_group_name
@@ -117,6 +122,7 @@ resource "azurerm_linux_function_app" "this" {
   }
 
   site_config {
+    always_on                              = true
     minimum_tls_version                    = "1.2"
     ftps_state                             = "Disabled"
     http2_enabled                          = true

@@ -168,7 +168,8 @@ module "dead_letter" {
   readers = {
     watcher = module.watcher.service_account_member
   }
-  labels = var.labels
+  labels     = var.labels
+  depends_on = [google_project_service.apis]
 }
 
 module "schedule" {
@@ -186,6 +187,7 @@ module "schedule" {
   pubsub_service_agent       = local.pubsub_service_agent
   publishers                 = {}
   labels                     = var.labels
+  depends_on                 = [google_project_service.apis]
 }
 
 module "runs" {
@@ -205,7 +207,8 @@ module "runs" {
     trigger = module.trigger.service_account_member
     worker  = module.worker.service_account_member
   }
-  labels = var.labels
+  labels     = var.labels
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_project_iam_member" "firestore" {
@@ -364,4 +367,5 @@ module "monitoring" {
   project                  = var.project
   dead_letter_subscription = module.dead_letter.subscription_name
   notification_channels    = var.notification_channels
+  depends_on               = [google_project_service.apis]
 }

@@ -147,8 +147,9 @@ module "dead_letter" {
   publishers = {
     worker = module.worker.service_account_member
   }
-  readers = {}
-  labels  = var.labels
+  readers    = {}
+  labels     = var.labels
+  depends_on = [google_project_service.apis]
 }
 
 module "schedule" {
@@ -166,6 +167,7 @@ module "schedule" {
   pubsub_service_agent       = local.pubsub_service_agent
   publishers                 = {}
   labels                     = var.labels
+  depends_on                 = [google_project_service.apis]
 }
 
 module "runs" {
@@ -185,7 +187,8 @@ module "runs" {
     trigger = module.trigger.service_account_member
     worker  = module.worker.service_account_member
   }
-  labels = var.labels
+  labels     = var.labels
+  depends_on = [google_project_service.apis]
 }
 
 resource "google_project_iam_member" "firestore" {
@@ -343,4 +346,5 @@ module "monitoring" {
   project                  = var.project
   dead_letter_subscription = module.dead_letter.subscription_name
   notification_channels    = var.notification_channels
+  depends_on               = [google_project_service.apis]
 }

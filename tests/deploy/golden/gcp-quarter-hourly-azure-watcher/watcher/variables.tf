@@ -28,9 +28,9 @@ variable "create_resource_group" {
 }
 
 variable "sku_name" {
-  description = "Function app plan: Y1 (consumption, runs up to 10 min) or EP1.. (premium)."
+  description = "Dedicated App Service plan SKU (B1, S1, P1v3, ...); Always On keeps timers firing."
   type        = string
-  default     = "Y1"
+  default     = "B1"
 }
 
 variable "watcher_schedule" {
