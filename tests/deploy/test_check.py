@@ -288,3 +288,13 @@ export interface FooBarRetry {
     schema = parse_resource_code(js, dts)["foo_bar"]
     assert schema.attributes == {"name": True}
     assert schema.blocks["retry"].attributes == {"max_tries": False}
+
+
+def test_schema_pins_are_the_lock_files() -> None:
+    import json
+
+    from cronwarden.deploy.schema import lock_digest, pinned_versions
+
+    manifest = json.loads((files.schema_manifests() / "package.json").read_text())
+    assert pinned_versions() == manifest["dependencies"]
+    assert len(lock_digest()) == 16 and lock_digest() == lock_digest()
