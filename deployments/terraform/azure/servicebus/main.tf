@@ -51,7 +51,7 @@ variable "lock_duration" {
   description = "Peek-lock duration, ISO 8601, at most PT5M (the worker renews the lock for longer runs)."
   type        = string
   validation {
-    condition     = can(regex("^PT([0-9]+S|[1-4]M([0-9]+S)?|5M)$", var.lock_duration))
+    condition     = try(tonumber(regex("^PT([0-9]+)S$", var.lock_duration)[0]) <= 300, can(regex("^PT([1-4]M([0-5]?[0-9]S)?|5M)$", var.lock_duration)))
     error_message = "lock_duration must be an ISO 8601 duration of at most PT5M."
   }
 }
