@@ -20,13 +20,20 @@ Environment (all optional except the project):
 ``CRONWARDEN_FIRESTORE_PREFIX``        collection prefix (``cw_``)
 ``CRONWARDEN_FIRESTORE_RUN_RETENTION`` run records' TTL after last write (``90d``)
 ``CRONWARDEN_FIRESTORE_ITEM_RETENTION`` ledger items' TTL after last write (``30d``)
+``CRONWARDEN_GCP_WIF_PROVIDER``        workload identity provider for a reader outside GCP
+                                       (the Azure-hosted watcher), with
+``CRONWARDEN_GCP_SERVICE_ACCOUNT``     the service account it impersonates and
+``CRONWARDEN_GCP_WIF_AUDIENCE``        the audience of the Azure managed-identity token
 =====================================  ===================================================
+
+Without federation settings the clients use Application Default Credentials.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -56,6 +63,31 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
 
 
+def _federation_from_env(env: Mapping[str, str]) -> Callable[[], Any] | None:
+    """A shared, lazily built credentials factory when workload identity federation is set."""
+    names = (
+        "CRONWARDEN_GCP_WIF_PROVIDER",
+        "CRONWARDEN_GCP_SERVICE_ACCOUNT",
+        "CRONWARDEN_GCP_WIF_AUDIENCE",
+    )
+    values = [env.get(name) or "" for name in names]
+    if not any(values):
+        return None
+    if not all(values):
+        missing = [n for n, v in zip(names, values, strict=True) if not v]
+        raise ConfigurationError(f"workload identity federation also needs {', '.join(missing)}")
+    provider, account, audience = values
+    snapshot = dict(env)
+
+    @functools.cache
+    def credentials() -> Any:
+        from ._federation import federated_credentials
+
+        return federated_credentials(provider, account, audience, snapshot)
+
+    return credentials
+
+
 class GcpProvider(Provider):
     """Firestore for state and Pub/Sub for run requests; both clients created on first use."""
 
@@ -78,6 +110,7 @@ class GcpProvider(Provider):
         database: str = "(default)",
         collection_prefix: str = DEFAULT_PREFIX,
         retention: Mapping[str, timedelta] | None = None,
+        credentials: Any = None,
     ) -> None:
         if not project:
             raise ConfigurationError(
@@ -90,6 +123,7 @@ class GcpProvider(Provider):
             "emulator_host": firestore_emulator_host,
             "collection_prefix": collection_prefix,
             "retention": retention,
+            "credentials": credentials,
         }
         # Built (and validated: max_deliveries, ack deadline, backoff) now; it connects lazily.
         self._queue = PubSubQueue(
@@ -103,6 +137,7 @@ class GcpProvider(Provider):
             retry_backoff=retry_backoff,
             emulator_host=pubsub_emulator_host,
             create_missing=create_missing,
+            credentials=credentials,
         )
         self._store: FirestoreStore | None = None
 
@@ -138,6 +173,7 @@ class GcpProvider(Provider):
             "database": env.get("CRONWARDEN_FIRESTORE_DATABASE") or "(default)",
             "collection_prefix": env.get("CRONWARDEN_FIRESTORE_PREFIX") or DEFAULT_PREFIX,
             "retention": retention,
+            "credentials": _federation_from_env(env),
         }
         options.update(overrides)
         return cls(project, **options)

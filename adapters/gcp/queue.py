@@ -133,7 +133,8 @@ class PubSubQueue(Queue):
     visibility; ``retry_backoff`` its retryPolicy ``(minimum, maximum)`` seconds, or ``None``
     for immediate redelivery. ``create_missing`` creates absent resources (and aligns an
     existing subscription's policies) on first use: for emulators and development; production
-    resources come from the deployment. Thread-safe.
+    resources come from the deployment. ``credentials``: an object or a zero-argument factory
+    (default: Application Default Credentials). Thread-safe.
     """
 
     deduplicates = False  #: Pub/Sub publishes every copy; the store's claim dedupes
@@ -156,6 +157,7 @@ class PubSubQueue(Queue):
         dlq_scan_limit: int = 10_000,
         rpc_timeout: float = 30.0,
         max_visibility: float = MAX_ACK_DEADLINE,
+        credentials: Any = None,
     ) -> None:
         if not project:
             raise ConfigurationError("PubSubQueue needs a project id")
@@ -190,6 +192,7 @@ class PubSubQueue(Queue):
         self.max_poll_interval = max_poll_interval
         self.dlq_scan_limit = dlq_scan_limit
         self.rpc_timeout = rpc_timeout
+        self._credentials = credentials
         self._clients: tuple[Any, Any] | None = None
         self._lock = threading.Lock()
         self._dlq_lock = threading.Lock()
@@ -217,7 +220,7 @@ class PubSubQueue(Queue):
         if self._clients is None:
             with self._lock:
                 if self._clients is None:
-                    clients = pubsub_clients(self.emulator_host)
+                    clients = pubsub_clients(self.emulator_host, self._credentials)
                     if self.create_missing:
                         from ._pubsub_admin import ensure_resources
 

@@ -109,7 +109,8 @@ class FirestoreStore(Store):
 
     ``retention`` maps a kind to how long its records live after their last write (the
     ``expire_at`` field for a TTL policy); kinds not in it get no expiry. The client is created
-    on first use; ``client`` injects one (tests, custom credentials). Thread-safe.
+    on first use, with ``credentials`` (an object or a zero-argument factory; default ADC);
+    ``client`` injects a ready one. Thread-safe.
     """
 
     max_commit_ops = 500  #: Firestore's limit of writes per commit
@@ -123,6 +124,7 @@ class FirestoreStore(Store):
         collection_prefix: str = DEFAULT_PREFIX,
         retention: Mapping[str, timedelta] | None = None,
         commit_timeout: float = 30.0,
+        credentials: Any = None,
         client: Any = None,
     ) -> None:
         super().__init__()
@@ -134,6 +136,7 @@ class FirestoreStore(Store):
         self.collection_prefix = collection_prefix
         self.retention = dict(DEFAULT_RETENTION if retention is None else retention)
         self.commit_timeout = commit_timeout
+        self._credentials = credentials
         self._client = client
         self._client_lock = threading.Lock()
 
@@ -145,7 +148,10 @@ class FirestoreStore(Store):
             with self._client_lock:
                 if self._client is None:
                     self._client = firestore_client(
-                        self.project, database=self.database, emulator_host=self.emulator_host
+                        self.project,
+                        database=self.database,
+                        emulator_host=self.emulator_host,
+                        credentials=self._credentials,
                     )
         return self._client
 

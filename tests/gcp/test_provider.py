@@ -93,3 +93,49 @@ def test_imports_load_no_google_sdk_until_an_adapter_connects() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+WIF = {
+    "CRONWARDEN_GCP_PROJECT": "jobs-project",
+    "CRONWARDEN_GCP_WIF_PROVIDER": (
+        "projects/123/locations/global/workloadIdentityPools/azure/providers/watcher"
+    ),
+    "CRONWARDEN_GCP_SERVICE_ACCOUNT": "watcher@jobs-project.iam.gserviceaccount.com",
+    "CRONWARDEN_GCP_WIF_AUDIENCE": "api://cronwarden-watcher",
+}
+
+
+def test_workload_identity_federation_from_env_builds_azure_sourced_credentials() -> None:
+    env = {**WIF, "IDENTITY_ENDPOINT": "http://127.0.0.1:41000/msi/token", "IDENTITY_HEADER": "h"}
+    provider = GcpProvider.from_env(env)
+    factory = provider.store()._credentials
+    assert callable(factory) and factory is provider.queue()._credentials  # shared, lazy
+    creds = factory()
+    assert creds is factory()  # built once
+    info = creds.info
+    assert info["audience"] == "//iam.googleapis.com/" + WIF["CRONWARDEN_GCP_WIF_PROVIDER"]
+    assert info["service_account_impersonation_url"].endswith(
+        "/serviceAccounts/watcher@jobs-project.iam.gserviceaccount.com:generateAccessToken"
+    )
+    source = info["credential_source"]
+    assert source["url"].startswith("http://127.0.0.1:41000/msi/token?resource=api%3A%2F%2F")
+    assert source["headers"] == {"X-IDENTITY-HEADER": "h"}
+
+
+def test_federation_outside_app_service_uses_instance_metadata() -> None:
+    from cronwarden.adapters.gcp._federation import azure_token_source
+
+    source = azure_token_source("api://aud", {"AZURE_CLIENT_ID": "cid"})
+    assert source["url"].startswith("http://169.254.169.254/metadata/identity/oauth2/token?")
+    assert source["url"].endswith("&client_id=cid") and source["headers"] == {"Metadata": "true"}
+
+
+def test_partial_federation_settings_are_refused() -> None:
+    env = {k: v for k, v in WIF.items() if k != "CRONWARDEN_GCP_WIF_AUDIENCE"}
+    with pytest.raises(ConfigurationError, match="CRONWARDEN_GCP_WIF_AUDIENCE"):
+        GcpProvider.from_env(env)
+
+
+def test_no_federation_means_default_credentials() -> None:
+    provider = GcpProvider.from_env({"GOOGLE_CLOUD_PROJECT": "p"})
+    assert provider.store()._credentials is None and provider.queue()._credentials is None
