@@ -204,3 +204,30 @@ def test_extra_requirements(tmp_path: Path) -> None:
         f"cronwarden[azure]=={cronwarden.__version__}",
         "requests==2.32.3",
     ]
+
+
+def test_gcp_environment_is_what_the_gcp_provider_reads() -> None:
+    """The rendered function environment, with Terraform's values filled in, builds the GCP
+    provider (names, attempts and ack deadline within the adapter's own bounds)."""
+    from cronwarden.adapters.gcp.provider import GcpProvider
+    from cronwarden.deploy import gcp
+    from cronwarden.deploy.hcl import Expr
+
+    filled = {
+        "var.project": "my-project",
+        "tostring(module.settings.pubsub.max_delivery_attempts)": "5",
+        "tostring(module.settings.pubsub.ack_deadline_seconds)": "600",
+        "module.state.database": "(default)",
+    }
+    env = {
+        name: filled[value.text] if isinstance(value, Expr) else value
+        for name, value in gcp.environment("cronwarden").items()
+    }
+    provider = GcpProvider.from_env(environ=env)
+    queue = provider.queue()
+    assert provider.project == "my-project"
+    assert queue.topic == "projects/my-project/topics/cronwarden-runs"
+    assert queue.subscription == "projects/my-project/subscriptions/cronwarden-worker"
+    assert queue.dead_letter_topic.endswith("/topics/cronwarden-runs-dead-letter")
+    assert queue.dead_letter_subscription.endswith("/subscriptions/cronwarden-worker-dead-letter")
+    assert (queue.max_deliveries, queue.ack_deadline) == (5, 600)
