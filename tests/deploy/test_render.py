@@ -231,3 +231,27 @@ def test_gcp_environment_is_what_the_gcp_provider_reads() -> None:
     assert queue.dead_letter_topic.endswith("/topics/cronwarden-runs-dead-letter")
     assert queue.dead_letter_subscription.endswith("/subscriptions/cronwarden-worker-dead-letter")
     assert (queue.max_deliveries, queue.ack_deadline) == (5, 600)
+
+
+def test_azure_watcher_environment_is_what_the_gcp_provider_reads() -> None:
+    """The watcher-only Azure app watching GCP jobs: its settings build the GCP provider with
+    workload identity federation (nothing is fetched until the first call)."""
+    from cronwarden.adapters.gcp.provider import GcpProvider
+    from cronwarden.deploy.hcl import Expr
+    from cronwarden.deploy.render import _gcp_env_for_azure_watcher
+
+    filled = {
+        "var.gcp_project": "my-project",
+        "var.gcp_firestore_database": "(default)",
+        "var.gcp_workload_identity_provider": "projects/1/locations/global/"
+        "workloadIdentityPools/cronwarden-ext-watcher/providers/azure",
+        "var.gcp_watcher_service_account": "w@my-project.iam.gserviceaccount.com",
+        "var.gcp_watcher_audience": "api://cronwarden-watcher",
+    }
+    env = {
+        name: filled[value.text] if isinstance(value, Expr) else value
+        for name, value in _gcp_env_for_azure_watcher("cronwarden").items()
+    }
+    provider = GcpProvider.from_env(environ=env)
+    assert provider.project == "my-project"
+    assert provider.queue().dead_letter_subscription.endswith("/cronwarden-worker-dead-letter")
