@@ -255,3 +255,26 @@ def test_azure_watcher_environment_is_what_the_gcp_provider_reads() -> None:
     provider = GcpProvider.from_env(environ=env)
     assert provider.project == "my-project"
     assert provider.queue().dead_letter_subscription.endswith("/cronwarden-worker-dead-letter")
+
+
+def test_dotted_job_module_ships_its_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "src" / "acme_jobs"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "helpers.py").write_text("VALUE = 1\n")
+    (package / "nightly.py").write_text(
+        "import cronwarden\nfrom acme_jobs.helpers import VALUE\n\n"
+        '@cronwarden.job("acme-nightly", cron="0 4 * * *", max_runtime="5m")\n'
+        "def nightly(ctx): ...\n"
+    )
+    (package / "__pycache__").mkdir()
+    (package / "__pycache__" / "junk.pyc").write_bytes(b"x")
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    result = render("gcp", "acme_jobs.nightly", tmp_path / "out")
+    shipped = result.out / "function" / "acme_jobs"
+    assert sorted(p.name for p in shipped.iterdir()) == ["__init__.py", "helpers.py", "nightly.py"]
+    assert (
+        "import acme_jobs.nightly as jobs_module" in (result.out / "function/main.py").read_text()
+    )
