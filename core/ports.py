@@ -87,7 +87,9 @@ class Store(abc.ABC):
     * ``commit(ops)`` applies every op or none. A failed precondition raises
       :class:`~cronwarden.errors.CommitConflict` with the index of the first failing op.
       It returns, per op, the record's new version (``None`` for deletes).
-    * All ops of one commit belong to the same job; at most :attr:`max_commit_ops` ops.
+    * All ops of one commit belong to the same job and touch distinct records (Firestore and
+      Table Storage refuse two writes to one record in a commit); at most
+      :attr:`max_commit_ops` ops.
     * A version changes on every write of the record, and versions of one key never repeat
       while the record exists (a stale writer can never match).
     * ``query`` returns records of one kind, optionally of one job, whose id starts with
@@ -119,6 +121,8 @@ class Store(abc.ABC):
         jobs = {op.key.job for op in ops}
         if len(jobs) != 1:
             raise ValueError(f"a commit must touch one job's records, got {sorted(jobs)}")
+        if len({op.key for op in ops}) != len(ops):
+            raise ValueError("a commit must touch each record at most once")
         self._count()
         return self._commit(list(ops))
 

@@ -244,3 +244,9 @@ def test_merge_maximums_only_raise(store: Store) -> None:
     store.commit([Merge(STATUS_KEY, {}, maximums={"last_ok": 1_900_000_000})])
     record = store.get(STATUS_KEY)
     assert record is not None and record.data["last_ok"] == 1_900_000_000
+
+
+def test_commit_refuses_two_ops_on_one_record(store: Store) -> None:
+    with pytest.raises(ValueError, match="at most once"):
+        store.commit([Create(RUN_KEY, {"a": 1}), Merge(RUN_KEY, {"b": 2})])
+    assert store.get(RUN_KEY) is None
