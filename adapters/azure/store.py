@@ -51,6 +51,7 @@ _PAGE_MAX = 1000  #: the service's largest page
 _EXISTS = frozenset({"EntityAlreadyExists"})
 _VERSION = frozenset({"UpdateConditionNotSatisfied", "ResourceNotFound", "ConditionNotMet"})
 _TABLE_NOT_FOUND = "TableNotFound"
+_ETAG = re.compile(r'^(W/)?"[^"]*"$')  #: what the service hands out as entity versions
 _TABLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]{2,62}$")
 _T = TypeVar("_T")
 
@@ -297,7 +298,7 @@ def _plan(index: int, op: Op, partition: str, row: str) -> tuple[Any, ...]:
     if isinstance(op, Create):
         return ("create", _entity.build_entity(partition, row, op.data))
     if isinstance(op, Update | Delete):
-        if not isinstance(op.version, str) or not op.version:
+        if not isinstance(op.version, str) or not _ETAG.match(op.version):
             # Not an ETag (e.g. a version from another backend): it can never match.
             raise CommitConflict(index, "version", f"{op.key.kind} {op.key.job}/{op.key.id}")
         if isinstance(op, Delete):

@@ -135,9 +135,10 @@ def test_etag_compare_and_set(table_store: TableStore) -> None:
             table_store.commit([Merge(STATUS_KEY, {"x": 1}), *stale])
         assert (info.value.index, info.value.reason) == (1, "version")
     assert table_store.get(STATUS_KEY) is None
-    with pytest.raises(CommitConflict) as info:  # not an ETag at all
-        table_store.commit([Update(RUN_KEY, {"fence": 3}, 7)])
-    assert info.value.reason == "version"
+    for foreign in (7, "7", None, 'W/"datetime'):  # not ETags: they can never match
+        with pytest.raises(CommitConflict) as info:
+            table_store.commit([Update(RUN_KEY, {"fence": 3}, foreign)])
+        assert info.value.reason == "version"
     table_store.commit([Delete(RUN_KEY, v2)])
     with pytest.raises(CommitConflict) as info:  # deleting a missing record is refused
         table_store.commit([Delete(RUN_KEY, v2)])
