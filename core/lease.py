@@ -17,7 +17,9 @@ when the lease expires because the store could not be reached.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -155,6 +157,7 @@ class LeaseKeeper(threading.Thread):
         self.on_lost = on_lost
         self.started_at = lease.clock()
         self._halt = threading.Event()
+        self._extended_at = time.monotonic()
 
     def stop(self) -> None:
         self._halt.set()
@@ -169,7 +172,9 @@ class LeaseKeeper(threading.Thread):
                 lease.interrupt(Cancelled(f"run exceeded its max runtime of {self.max_runtime}"))
                 return
             if now - lease.last_write < timedelta(seconds=self.interval):
-                continue  # a progress write renewed the lease recently
+                # A progress write renewed the lease; keep the delivery's visibility in step.
+                self._extend_visibility()
+                continue
             try:
                 with lease.mutex:
                     if self._halt.is_set():
@@ -187,11 +192,18 @@ class LeaseKeeper(threading.Thread):
                         self.on_lost(lost)
                     return
                 continue
-            if self.on_renew:
-                try:
-                    self.on_renew()
-                except Exception:  # noqa: S112 - visibility is best effort
-                    continue
+            self._extend_visibility(force=True)
+
+    def _extend_visibility(self, *, force: bool = False) -> None:
+        """Call ``on_renew`` after a renewal, and at least once per interval while progress
+        writes keep the lease alive (else the delivery would reappear mid-run)."""
+        if self.on_renew is None:
+            return
+        if not force and time.monotonic() - self._extended_at < self.interval:
+            return
+        self._extended_at = time.monotonic()
+        with contextlib.suppress(Exception):  # visibility is best effort
+            self.on_renew()
 
     def _next_wait(self) -> float:
         since = (self.lease.clock() - self.lease.last_write).total_seconds()
