@@ -32,6 +32,8 @@ def subscription_policies(queue: PubSubQueue) -> dict[str, Any]:
             "max_delivery_attempts": queue.max_deliveries,
         },
     }
+    if queue.push_endpoint is not None:
+        policies["push_config"] = {"push_endpoint": queue.push_endpoint}
     if queue.retry_backoff is not None:
         low, high = queue.retry_backoff
         policies["retry_policy"] = {

@@ -158,6 +158,7 @@ class PubSubQueue(Queue):
         rpc_timeout: float = 30.0,
         max_visibility: float = MAX_ACK_DEADLINE,
         credentials: Any = None,
+        push_endpoint: str | None = None,
     ) -> None:
         if not project:
             raise ConfigurationError("PubSubQueue needs a project id")
@@ -188,6 +189,9 @@ class PubSubQueue(Queue):
         self.retry_backoff = retry_backoff
         self.emulator_host = emulator_host
         self.create_missing = create_missing
+        #: With ``create_missing``: make the subscription a push subscription to this URL (the
+        #: emulator setup of a functions-framework worker); ``receive`` is then not used.
+        self.push_endpoint = push_endpoint
         self.poll_interval = poll_interval
         self.max_poll_interval = max_poll_interval
         self.dlq_scan_limit = dlq_scan_limit
@@ -365,6 +369,12 @@ class PubSubQueue(Queue):
         self._hold([delivery.handle], visibility)
 
     def dead_letter(self, delivery: Delivery, reason: str, description: str = "") -> None:
+        self.publish_dead_letter(delivery, reason, description)
+        self.ack(delivery)
+
+    def publish_dead_letter(self, delivery: Delivery, reason: str, description: str = "") -> None:
+        """Publish ``delivery`` to the dead-letter topic with the reason attributes, without
+        settling it (a push worker settles by its HTTP status instead)."""
         attrs = {
             k: v
             for k, v in delivery.attributes.items()
@@ -379,7 +389,6 @@ class PubSubQueue(Queue):
             }
         )
         self._publish(self.dead_letter_topic, [{"data": delivery.body, "attributes": attrs}])
-        self.ack(delivery)
 
     # -- the dead-letter queue --------------------------------------------------------------
     def _pull_dead_letters(self, limit: int) -> list[Any]:

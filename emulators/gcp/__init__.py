@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from ._sdk import INSTALL_HINT, emulator_launcher, missing_reason, sdk_root
 from .emulator import EmulatorMissing, FirestoreEmulator, GcpEmulator, PubSubEmulator
+from .scheduler import CloudSchedulerDriver, tick_message
 
 __all__ = [
     "INSTALL_HINT",
+    "CloudSchedulerDriver",
     "EmulatorMissing",
     "FirestoreEmulator",
     "GcpEmulator",
@@ -18,4 +20,5 @@ __all__ = [
     "emulator_launcher",
     "missing_reason",
     "sdk_root",
+    "tick_message",
 ]
