@@ -90,14 +90,14 @@ def parse_tick(
         return Tick(job, published.astimezone(UTC), delivery), delivery, ""
     if not isinstance(body, Mapping):
         return None, None, 'tick body must be a JSON object like {"job": "<name>"}'
-    job = body.get("job")
-    if not isinstance(job, str) or not job:
+    named = body.get("job")
+    if not isinstance(named, str) or not named:
         return None, None, 'tick body names no job ({"job": "<name>"})'
     header = next((v for k, v in headers.items() if k.lower() == SCHEDULE_TIME_HEADER.lower()), "")
     fired = _parse_time(header) or _parse_time(body.get("time"))
     if (header or body.get("time")) and fired is None:
         return None, None, "the tick's schedule time is not an RFC 3339 time with a zone"
-    return Tick(job, (fired or now or datetime.now(UTC)).astimezone(UTC)), None, ""
+    return Tick(named, (fired or now or datetime.now(UTC)).astimezone(UTC)), None, ""
 
 
 __all__ = ["SCHEDULE_TIME_HEADER", "MalformedTick", "Tick", "parse_tick"]
