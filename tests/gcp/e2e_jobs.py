@@ -31,6 +31,12 @@ def every_minute(ctx: RunContext) -> None:
     _record(ctx)
 
 
+@cronwarden.job("hourly", cron="0 * * * *", max_runtime="20s")
+def hourly(ctx: RunContext) -> None:
+    _record(ctx)
+    time.sleep(0.3)  # long enough for the second tick's request to meet the running one
+
+
 @cronwarden.job(
     "poison",
     cron="0 * * * *",
