@@ -44,12 +44,21 @@ from .records import (
     expire_at,
     iso,
     lock_key_of,
+    parse_iso,
     run_key_of,
     status_key_of,
 )
 from .redaction import snippet
 
 _CLAIM_ROUNDS = 6
+_CATCHING_UP = {"catch_up", "backfill"}
+
+
+def _until(when: datetime | None, now: datetime) -> float:
+    """Seconds from ``now`` until just after ``when`` (at least one)."""
+    if when is None:
+        return 1.0
+    return max(1.0, (when - now).total_seconds() + 1.0)
 
 
 def utcnow() -> datetime:
@@ -65,7 +74,7 @@ class Settle(enum.StrEnum):
 class OutcomeKind(enum.StrEnum):
     SUCCEEDED = "succeeded"
     DUPLICATE = "duplicate"  #: the run key already finished (succeeded / dead-lettered)
-    IN_PROGRESS = "in_progress"  #: another live owner is running this very run key
+    IN_PROGRESS = "in_progress"  #: another live owner runs this very run key: look again later
     SKIPPED = "skipped"  #: overlap policy skip: another run of the job holds the lock
     DEFERRED = "deferred"  #: overlap policy defer: try again later
     OVERLAP_FAILED = "overlap_failed"  #: overlap policy fail
@@ -76,7 +85,14 @@ class OutcomeKind(enum.StrEnum):
 
     @property
     def settle(self) -> Settle:
-        if self in (OutcomeKind.DEFERRED, OutcomeKind.FAILED, OutcomeKind.LEASE_LOST):
+        # IN_PROGRESS retries rather than acks: if this delivery is the owner's own message come
+        # back (its visibility ran out), acking it would drop the only carrier of the run.
+        if self in (
+            OutcomeKind.DEFERRED,
+            OutcomeKind.FAILED,
+            OutcomeKind.LEASE_LOST,
+            OutcomeKind.IN_PROGRESS,
+        ):
             return Settle.RETRY
         if self in (OutcomeKind.DEAD_LETTERED, OutcomeKind.REJECTED):
             return Settle.DEAD_LETTER
@@ -214,6 +230,7 @@ class Engine:
                 "run_id": run_id,
                 "run_key": request.run_key,
                 "window": window_text,
+                "reason": request.reason,
                 "lease_expires": expires,
             }
             run_data: dict[str, Any]
@@ -325,7 +342,13 @@ class Engine:
                     lock_owner=holder,
                 )
                 self._record_skip(job, "in_progress", holder, now, overlap=False)
-                return Outcome(OutcomeKind.IN_PROGRESS, key, reason="in_progress", detail=holder)
+                return Outcome(
+                    OutcomeKind.IN_PROGRESS,
+                    key,
+                    delay=_until(view.lease_expires, now),
+                    reason="in_progress",
+                    detail=holder,
+                )
         if lock is not None and LockView(lock.data).live(now):
             holder_view = LockView(lock.data)
             if lock.data.get("run_key") == key:
@@ -338,16 +361,31 @@ class Engine:
                 )
                 self._record_skip(job, "in_progress", holder_view.holder, now, overlap=False)
                 return Outcome(
-                    OutcomeKind.IN_PROGRESS, key, reason="in_progress", detail=holder_view.holder
+                    OutcomeKind.IN_PROGRESS,
+                    key,
+                    delay=_until(parse_iso(lock.data.get("lease_expires")), now),
+                    reason="in_progress",
+                    detail=holder_view.holder,
                 )
-            return self._overlap(job, request, holder_view.holder, now, log)
+            return self._overlap(job, request, holder_view.holder, now, log, lock.data)
         return None
 
     def _overlap(
-        self, job: Job, request: RunRequest, holder: str, now: datetime, log: RunLogger
+        self,
+        job: Job,
+        request: RunRequest,
+        holder: str,
+        now: datetime,
+        log: RunLogger,
+        lock: dict[str, Any],
     ) -> Outcome:
         key = request.run_key
-        if job.overlap is Overlap.SKIP:
+        policy = job.overlap
+        if {request.reason, lock.get("reason")} & _CATCHING_UP:
+            # Catch-up and backfill runs queue behind each other and behind the current window;
+            # skipping would drop the very windows they exist to fill.
+            policy = Overlap.DEFER
+        if policy is Overlap.SKIP:
             log.event(
                 logging.WARNING,
                 "run.skipped",
@@ -357,7 +395,7 @@ class Engine:
             )
             self._record_skip(job, "lock_held", holder, now, overlap=True)
             return Outcome(OutcomeKind.SKIPPED, key, reason="lock_held", detail=holder)
-        if job.overlap is Overlap.DEFER:
+        if policy is Overlap.DEFER:
             delay = self._backoff(job, 1)
             log.event(
                 logging.INFO,

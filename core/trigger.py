@@ -103,7 +103,11 @@ class Worker:
         self.engine = engine
         self.queue = queue
         ttl = max((engine.lease_ttl(j) for j in engine.jobs), default=None)
-        self.visibility = ttl.total_seconds() if ttl else 60.0
+        # One renewal interval past the lease: a dead owner's message reappears only once its
+        # lease has run out, so the redelivery takes over instead of finding it "in progress".
+        self.visibility = (
+            ttl.total_seconds() * (1 + engine.settings.renew_fraction) if ttl else 60.0
+        )
 
     def handle(self, delivery: Delivery) -> Outcome | None:
         """Process one delivery and settle it. Returns the outcome (None if malformed)."""

@@ -372,3 +372,43 @@ def test_logs_are_json_lines_with_run_id(h: Harness, caplog: pytest.LogCaptureFi
     assert all(line["run_id"] == outcome.run_id for line in lines)
     assert all(line["message"] for line in lines)
     assert lines[1]["duration_ms"] >= 0 and lines[1]["status"] == "succeeded"
+
+
+def test_catch_up_waits_for_the_current_window_instead_of_being_skipped(tmp_path: Path) -> None:
+    release, started = threading.Event(), threading.Event()
+    job = hourly("hold", _hold(release, started), overlap="skip")
+    made = harness(tmp_path, [job])
+    try:
+        runner = threading.Thread(target=made.engine.execute, args=(RunRequest("hold", W),))
+        runner.start()
+        assert started.wait(10)
+        older = RunRequest("hold", W - timedelta(hours=3), reason="catch_up")
+        outcome = made.engine.execute(older)
+        # a scheduled run skips under "skip"; a catch-up run is deferred, not dropped
+        plain = made.engine.execute(RunRequest("hold", W + timedelta(hours=1)))
+        release.set()
+        runner.join(10)
+        assert outcome.kind is OutcomeKind.DEFERRED and outcome.settle.value == "retry"
+        assert plain.kind is OutcomeKind.SKIPPED
+    finally:
+        release.set()
+        made.close()
+
+
+def test_in_progress_duplicate_is_retried_after_the_lease_not_acked(tmp_path: Path) -> None:
+    release, started = threading.Event(), threading.Event()
+    made = harness(tmp_path, [hourly("hold", _hold(release, started))])
+    try:
+        runner = threading.Thread(target=made.engine.execute, args=(RunRequest("hold", W),))
+        runner.start()
+        assert started.wait(10)
+        outcome = made.engine.execute(RunRequest("hold", W))
+        release.set()
+        runner.join(10)
+        assert outcome.kind is OutcomeKind.IN_PROGRESS
+        assert outcome.settle.value == "retry"
+        ttl = made.engine.lease_ttl(made.jobs["hold"]).total_seconds()
+        assert ttl - 5 < outcome.delay <= ttl + 1
+    finally:
+        release.set()
+        made.close()
