@@ -52,6 +52,7 @@ _EXISTS = frozenset({"EntityAlreadyExists"})
 _VERSION = frozenset({"UpdateConditionNotSatisfied", "ResourceNotFound", "ConditionNotMet"})
 _TABLE_NOT_FOUND = "TableNotFound"
 _ETAG = re.compile(r'^(W/)?"[^"]*"$')  #: what the service hands out as entity versions
+_NEVER = "W/\"datetime'1601-01-01T00%3A00%3A00.0000000Z'\""  #: no entity was written then
 _TABLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]{2,62}$")
 _T = TypeVar("_T")
 
@@ -194,7 +195,7 @@ class TableStore(Store):
                 reads[index] = (row, op)
                 planned.append(None)
             else:
-                planned.append(_plan(index, op, partition, row))
+                planned.append(_plan(op, partition, row))
         for attempt in range(self.merge_attempts):
             operations = list(planned)
             if reads:
@@ -292,19 +293,19 @@ def _conditional(version: Version) -> dict[str, Any]:
     return {"etag": version, "match_condition": MatchConditions.IfNotModified}
 
 
-def _plan(index: int, op: Op, partition: str, row: str) -> tuple[Any, ...]:
+def _plan(op: Op, partition: str, row: str) -> tuple[Any, ...]:
     from azure.data.tables import UpdateMode
 
     if isinstance(op, Create):
         return ("create", _entity.build_entity(partition, row, op.data))
     if isinstance(op, Update | Delete):
-        if not isinstance(op.version, str) or not _ETAG.match(op.version):
-            # Not an ETag (e.g. a version from another backend): it can never match.
-            raise CommitConflict(index, "version", f"{op.key.kind} {op.key.job}/{op.key.id}")
+        # A version that is no ETag (e.g. from another backend) can never match; send one that
+        # never matches either, so the service reports the *first* failing op, as it should.
+        version = op.version if isinstance(op.version, str) and _ETAG.match(op.version) else _NEVER
         if isinstance(op, Delete):
-            return ("delete", {"PartitionKey": partition, "RowKey": row}, _conditional(op.version))
+            return ("delete", {"PartitionKey": partition, "RowKey": row}, _conditional(version))
         entity = _entity.build_entity(partition, row, op.data)
-        return ("update", entity, {"mode": UpdateMode.REPLACE, **_conditional(op.version)})
+        return ("update", entity, {"mode": UpdateMode.REPLACE, **_conditional(version)})
     assert isinstance(op, Merge)
     properties, size = _entity.encode_fields(op.fields)
     _entity.check_entity(partition, row, len(properties), size)

@@ -44,9 +44,9 @@ values = st.recursive(
     ),
     max_leaves=6,
 )
-data = st.dictionaries(
-    st.sampled_from(["a", "b", "state", "n", "last-ok", "ü"]), values, max_size=3
-)
+data = st.dictionaries(st.sampled_from(["a", "b", "state", "last-ok", "ü"]), values, max_size=3)
+# Counters ("n", "m") never hold non-integers: incrementing one would be an input error, which
+# TableStore raises while planning (before the service reports conflicts of earlier ops).
 counters = st.dictionaries(st.sampled_from(["n", "m"]), st.integers(-5, 5), max_size=2)
 op_spec = st.tuples(
     st.sampled_from(["create", "update", "delete", "merge"]),

@@ -95,7 +95,7 @@ def test_more_than_100_ops_are_refused(table_store: TableStore) -> None:
 
 
 def test_the_same_record_twice_in_one_commit_is_refused(table_store: TableStore) -> None:
-    with pytest.raises(ValueError, match="twice"):
+    with pytest.raises(ValueError, match="once"):
         table_store.commit([Create(RUN_KEY, {}), Merge(RUN_KEY, {"x": 1})])
 
 
@@ -271,3 +271,17 @@ def test_endless_increment_races_give_up_without_applying_anything(
     assert table_store.get(RUN_KEY) is None
     record = table_store.get(STATUS_KEY)
     assert record is not None and record.data["n"] == 0
+
+
+def test_the_first_failing_op_is_reported_even_with_a_foreign_version(
+    table_store: TableStore,
+) -> None:
+    table_store.commit([Create(RUN_KEY, {})])
+    other = Key(RUN, "billing-sync", "2026-01-21T02:00Z")
+    with pytest.raises(CommitConflict) as info:
+        table_store.commit([Create(RUN_KEY, {}), Update(other, {}, "not-an-etag")])
+    assert (info.value.index, info.value.reason) == (0, "exists")
+    with pytest.raises(CommitConflict) as info:
+        table_store.commit([Merge(STATUS_KEY, {}), Delete(RUN_KEY, 12)])
+    assert (info.value.index, info.value.reason) == (1, "version")
+    assert table_store.get(STATUS_KEY) is None
