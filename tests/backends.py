@@ -119,3 +119,31 @@ def pubsub_queue(
 STORES["firestore"] = firestore_store
 QUEUES["pubsub"] = pubsub_queue
 MARKS["firestore"] = MARKS["pubsub"] = [pytest.mark.gcp]
+
+
+@contextmanager
+def servicebus_queue(
+    request: pytest.FixtureRequest, tmp_path: Path, *, max_deliveries: int = 3, **_: Any
+) -> Iterator[Queue]:
+    """Service Bus on the session's cronwarden emulator, a fresh queue per test (2 s locks,
+    duplicate detection on, like the rendered production queue)."""
+    from cronwarden.adapters.azure import ServiceBusQueue
+
+    emulator = request.getfixturevalue("servicebus_emulator")
+    name = emulator.create_queue(
+        max_delivery_count=max_deliveries,
+        lock_duration=2.0,
+        requires_duplicate_detection=True,
+    )
+    queue = ServiceBusQueue.from_connection_string(
+        emulator.connection_string, name, max_deliveries=max_deliveries
+    )
+    try:
+        yield queue
+    finally:
+        queue.close()
+        emulator.delete_queue(name)
+
+
+QUEUES["servicebus"] = servicebus_queue
+MARKS["servicebus"] = [pytest.mark.azure]
