@@ -1,4 +1,18 @@
-"""The Azure provider: Table Storage store now; the Service Bus queue comes in the next phase."""
+"""The Azure provider: Table Storage store and Service Bus queue, configured from the environment.
+
+=========================================  =====================================================
+``CRONWARDEN_AZURE_STORAGE_CONNECTION_STRING``  Table Storage by connection string (Azurite, local)
+(or ``AZURE_STORAGE_CONNECTION_STRING``)
+``CRONWARDEN_AZURE_TABLE_ACCOUNT_URL``       Table endpoint, identity auth (managed identity /
+                                             ``DefaultAzureCredential``, or Google federation
+                                             with ``CRONWARDEN_AZURE_FEDERATION=google``)
+``CRONWARDEN_AZURE_TABLE``                   table name (``cronwarden``)
+``CRONWARDEN_SERVICEBUS_CONNECTION``         Service Bus connection string (emulator, local)
+``CRONWARDEN_SERVICEBUS_NAMESPACE``          fully qualified namespace, identity auth
+``CRONWARDEN_SERVICEBUS_QUEUE``              queue name (``cronwarden-runs``)
+``CRONWARDEN_SERVICEBUS_MAX_DELIVERIES``     the queue's MaxDeliveryCount (10)
+=========================================  =====================================================
+"""
 
 from __future__ import annotations
 
@@ -7,24 +21,33 @@ import os
 from typing import Any
 
 from cronwarden.errors import ConfigurationError
-from cronwarden.ports import Provider, Queue
+from cronwarden.ports import Provider
 
+from .servicebus import ServiceBusQueue
 from .store import DEFAULT_TABLE, TableStore
 
 ENV_CONNECTION_STRING = "CRONWARDEN_AZURE_STORAGE_CONNECTION_STRING"
 ENV_FALLBACK_CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
 ENV_ACCOUNT_URL = "CRONWARDEN_AZURE_TABLE_ACCOUNT_URL"
 ENV_TABLE = "CRONWARDEN_AZURE_TABLE"
+ENV_SB_CONNECTION = "CRONWARDEN_SERVICEBUS_CONNECTION"
+ENV_SB_NAMESPACE = "CRONWARDEN_SERVICEBUS_NAMESPACE"
+ENV_SB_QUEUE = "CRONWARDEN_SERVICEBUS_QUEUE"
+ENV_SB_MAX_DELIVERIES = "CRONWARDEN_SERVICEBUS_MAX_DELIVERIES"
+DEFAULT_QUEUE = "cronwarden-runs"
 
 
 class AzureProvider(Provider):
-    """State in Azure Table Storage (or Azurite); the queue is not implemented yet.
+    """State in Azure Table Storage (or Azurite), run requests on Service Bus.
 
     Configure with ``connection_string`` (or ``$CRONWARDEN_AZURE_STORAGE_CONNECTION_STRING``,
     then ``$AZURE_STORAGE_CONNECTION_STRING``), or with ``account_url`` (or
-    ``$CRONWARDEN_AZURE_TABLE_ACCOUNT_URL``) plus an SDK ``credential``. ``table`` defaults to
-    ``$CRONWARDEN_AZURE_TABLE`` or ``cronwarden``. The store is built on first use; building
-    it creates the table if missing. Secrets are never put into error messages.
+    ``$CRONWARDEN_AZURE_TABLE_ACCOUNT_URL``) plus an SDK ``credential`` (default: built from the
+    environment, see :mod:`._credentials`). ``table`` defaults to ``$CRONWARDEN_AZURE_TABLE``
+    or ``cronwarden``. The queue: ``servicebus_connection`` / ``servicebus_namespace`` /
+    ``queue_name`` / ``max_deliveries`` (environment names in the module docstring). Store and
+    queue are built on first use and reused; building the store creates the table if missing.
+    Secrets are never put into error messages.
     """
 
     name = "azure"
@@ -36,6 +59,10 @@ class AzureProvider(Provider):
         account_url: str | None = None,
         credential: Any = None,
         table: str | None = None,
+        servicebus_connection: str | None = None,
+        servicebus_namespace: str | None = None,
+        queue_name: str | None = None,
+        max_deliveries: int | None = None,
         **table_options: Any,
     ) -> None:
         self._connection_string = (
@@ -48,16 +75,20 @@ class AzureProvider(Provider):
         self.table = table or os.environ.get(ENV_TABLE) or DEFAULT_TABLE
         self._table_options = table_options
         self._store: TableStore | None = None
+        self._queue: ServiceBusQueue | None = None
+        self._sb_connection = servicebus_connection or os.environ.get(ENV_SB_CONNECTION)
+        self._sb_namespace = servicebus_namespace or os.environ.get(ENV_SB_NAMESPACE)
+        self.queue_name = queue_name or os.environ.get(ENV_SB_QUEUE) or DEFAULT_QUEUE
+        raw_max = max_deliveries or os.environ.get(ENV_SB_MAX_DELIVERIES) or 10
+        try:
+            self.max_deliveries = int(raw_max)
+        except ValueError as exc:
+            raise ConfigurationError(f"${ENV_SB_MAX_DELIVERIES} must be an integer") from exc
         if not self._connection_string and not self._account_url:
             raise ConfigurationError(
                 "Azure provider: set a storage connection string "
                 f"(${ENV_CONNECTION_STRING}) or an account URL (${ENV_ACCOUNT_URL}) with a "
                 "credential"
-            )
-        if not self._connection_string and credential is None:
-            raise ConfigurationError(
-                "Azure provider: an account URL needs a credential (AzureNamedKeyCredential, "
-                "AzureSasCredential or a token credential)"
             )
 
     @classmethod
@@ -78,17 +109,43 @@ class AzureProvider(Provider):
             else:
                 assert self._account_url is not None
                 self._store = TableStore.from_account_url(
-                    self._account_url, self._credential, self.table, **self._table_options
+                    self._account_url, self.credential, self.table, **self._table_options
                 )
         return self._store
 
-    def queue(self) -> Queue:
-        raise NotImplementedError(
-            "the Azure Service Bus queue is not implemented yet (issue #5, phase 2); use the "
-            "Table Storage store with another queue in the meantime"
-        )
+    @property
+    def credential(self) -> Any:
+        """The credential for identity-based access, built from the environment on first use."""
+        if self._credential is None:
+            from ._credentials import credential_from_env
+
+            self._credential = credential_from_env()
+        return self._credential
+
+    def queue(self) -> ServiceBusQueue:
+        if self._queue is None:
+            if self._sb_connection:
+                self._queue = ServiceBusQueue.from_connection_string(
+                    self._sb_connection, self.queue_name, max_deliveries=self.max_deliveries
+                )
+            elif self._sb_namespace:
+                self._queue = ServiceBusQueue.from_namespace(
+                    self._sb_namespace,
+                    self.credential,
+                    self.queue_name,
+                    max_deliveries=self.max_deliveries,
+                )
+            else:
+                raise ConfigurationError(
+                    f"Azure provider: set ${ENV_SB_NAMESPACE} (fully qualified, identity auth) "
+                    f"or ${ENV_SB_CONNECTION} (local / emulator) for the Service Bus queue"
+                )
+        return self._queue
 
     def close(self) -> None:
+        if self._queue is not None:
+            self._queue.close()
+            self._queue = None
         if self._store is not None:
             self._store.close()
             self._store = None

@@ -40,8 +40,8 @@ def test_provider_from_env_builds_a_working_store(
         store.commit([Merge(Key(STATUS, "job"), {"ok": True})])
         assert provider.store() is store
         assert ACCOUNT_KEY not in repr(provider)
-        with pytest.raises(NotImplementedError, match="Service Bus"):
-            provider.queue()
+        with pytest.raises(ConfigurationError, match="SERVICEBUS"):
+            provider.queue()  # no Service Bus configured in this test
     finally:
         provider.close()
 
@@ -55,8 +55,34 @@ def test_provider_needs_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(ConfigurationError, match="connection string"):
         AzureProvider()
-    with pytest.raises(ConfigurationError, match="credential"):
-        AzureProvider(account_url="https://acct.table.core.windows.net")
+    AzureProvider(account_url="https://acct.table.core.windows.net")  # credential built lazily
+
+
+def test_account_url_alone_builds_a_default_credential_lazily(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("CRONWARDEN_AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_CONNECTION_STRING"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("CRONWARDEN_AZURE_FEDERATION", raising=False)
+    provider = AzureProvider(account_url="https://acct.table.core.windows.net")
+    assert type(provider.credential).__name__ == "DefaultAzureCredential"
+
+
+def test_google_federation_builds_a_client_assertion_credential(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cronwarden.adapters.azure._credentials import credential_from_env
+
+    env = {
+        "CRONWARDEN_AZURE_FEDERATION": "google",
+        "AZURE_TENANT_ID": "00000000-0000-0000-0000-000000000001",
+        "AZURE_CLIENT_ID": "00000000-0000-0000-0000-000000000002",
+    }
+    assert type(credential_from_env(env)).__name__ == "ClientAssertionCredential"
+    with pytest.raises(ConfigurationError, match="AZURE_TENANT_ID"):
+        credential_from_env({"CRONWARDEN_AZURE_FEDERATION": "google"})
+    with pytest.raises(ConfigurationError, match="not supported"):
+        credential_from_env({"CRONWARDEN_AZURE_FEDERATION": "aws"})
 
 
 def test_bad_connection_strings_never_echo_the_key() -> None:
