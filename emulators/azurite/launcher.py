@@ -126,9 +126,17 @@ class Azurite:
     def alive(self) -> bool:
         return bool(self._processes) and all(p.alive() for p in self._processes)
 
+    running = alive  #: same name as the other emulators' launchers
+
     @property
     def pids(self) -> list[int]:
+        """Process (and process-group) ids of the running services, Table first."""
         return [p.pid for p in self._processes]
+
+    @property
+    def pid(self) -> int | None:
+        """The Table service's process id, or None when stopped."""
+        return self._processes[0].pid if self._processes else None
 
     def __enter__(self) -> Azurite:
         return self.start()

@@ -104,7 +104,7 @@ def test_missing_npm_is_reported_with_how_to_install(
 def test_start_reset_and_stop_by_process_group() -> None:
     emulator = az.Azurite(blob=True).start()
     try:
-        assert emulator.alive() and len(emulator.pids) == 2
+        assert emulator.running() and len(emulator.pids) == 2 and emulator.pid == emulator.pids[0]
         assert http_ok(emulator.table_endpoint + "/Tables")
         assert emulator.blob_endpoint and http_ok(emulator.blob_endpoint + "?comp=list")
         from azure.data.tables import TableServiceClient
