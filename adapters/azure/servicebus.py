@@ -183,16 +183,22 @@ class ServiceBusQueue(Queue):
 
     def _get_receiver(self) -> Any:
         if self._receiver is None:
-            self._receiver = self.client.get_queue_receiver(self.queue_name, prefetch_count=0)
+            receiver = self.client.get_queue_receiver(self.queue_name, prefetch_count=0)
+            # Open the link now: the first receive's short max_wait_time would also bound the
+            # link's opening (CBS token + attach) and time out.
+            receiver.__enter__()
+            self._receiver = receiver
         return self._receiver
 
     def _get_dlq(self) -> Any:
         if self._dlq is None:
             from azure.servicebus import ServiceBusSubQueue
 
-            self._dlq = self.client.get_queue_receiver(
+            receiver = self.client.get_queue_receiver(
                 self.queue_name, sub_queue=ServiceBusSubQueue.DEAD_LETTER, prefetch_count=0
             )
+            receiver.__enter__()
+            self._dlq = receiver
         return self._dlq
 
     # -- sending ----------------------------------------------------------------------------

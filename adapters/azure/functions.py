@@ -1,0 +1,456 @@
+"""The azure-functions (Python v2 programming model) app: per-job timers, the Service Bus worker
+and the liveness watcher.
+
+The rendered ``function_app.py`` of a deployment is exactly::
+
+    from cronwarden.adapters.azure.functions import build_app
+    import my_jobs as jobs_module
+    app = build_app(jobs_module)
+
+Functions (``$CRONWARDEN_FUNCTIONS``, comma-separated ``trigger,worker,watcher``, chooses which
+are registered; default all):
+
+==================  ==========================================================================
+``timer_<job>``     one timer per job; schedule ``$CRONWARDEN_SCHEDULE_<JOB_NAME_UPPER>``
+                    (NCRONTAB, UTC) or, unset, the job's cron translated to UTC
+                    (``cronwarden.deploy.ncrontab``). Each tick enqueues the window that came
+                    due since the previous tick, or nothing (see :mod:`._timer`: DST, past due)
+``worker``          Service Bus queue trigger on ``$CRONWARDEN_SERVICEBUS_QUEUE`` through the
+                    connection ``ServiceBusConnection``, ``auto_complete_messages=False``: it
+                    settles each message itself (complete, scheduled retry copy, dead-letter
+                    with the reason, lock renewal) through the host's message actions
+``watcher``         timer on ``$CRONWARDEN_WATCHER_SCHEDULE`` (default every 5 minutes)
+==================  ==========================================================================
+
+Nothing connects at import: the provider (``provider_from_env()`` unless one is given), store,
+queue and engine are built on the first invocation and reused. Indexing the app
+(``app.get_functions()``) needs no Functions host and no Azure SDK beyond azure-functions.
+
+**Settlement.** The Functions host holds the AMQP link the message came on, so only the host can
+settle it: the worker calls the host's message actions (``ServiceBusMessageActions`` of the
+``azurefunctions-extensions-bindings-servicebus`` package, looked up by lock token), or whatever
+object :attr:`AzureRuntime.actions` is set to (the local host in
+:mod:`cronwarden.adapters.azure.host` plays that part). Retries are scheduled copies sent with
+the app's own Service Bus sender, then the original is completed (see
+:mod:`.servicebus` for the window between the two).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from types import ModuleType
+from typing import Any, Protocol
+
+from cronwarden.engine import Engine, EngineSettings, Outcome, OutcomeKind
+from cronwarden.errors import ConfigurationError
+from cronwarden.jobs import Job, JobSet
+from cronwarden.liveness import Report, Watcher
+from cronwarden.logs import get_logger
+from cronwarden.model import RunRequest
+from cronwarden.notify import LogNotifier, Notifier, WebhookNotifier
+from cronwarden.ports import DeadLetter, Delivery, Provider, Queue
+from cronwarden.redaction import redact
+from cronwarden.trigger import Trigger, Worker
+
+from ._timer import TimerSchedule, due_window, timer_schedule_for
+from .servicebus import MAX_DELIVERY_REASON, ServiceBusQueue, attempt_of, public_attributes
+
+log = get_logger("azure.functions")
+
+FUNCTIONS_ENV = "CRONWARDEN_FUNCTIONS"
+SCHEDULE_ENV_PREFIX = "CRONWARDEN_SCHEDULE_"
+WATCHER_SCHEDULE_ENV = "CRONWARDEN_WATCHER_SCHEDULE"
+QUEUE_ENV = "CRONWARDEN_SERVICEBUS_QUEUE"
+WEBHOOK_ENV = "CRONWARDEN_WEBHOOK_URL"
+CONNECTION = "ServiceBusConnection"
+DEFAULT_QUEUE = "cronwarden-runs"
+DEFAULT_WATCHER_SCHEDULE = "0 */5 * * * *"
+NAMES = ("trigger", "worker", "watcher")
+Clock = Callable[[], datetime]
+
+
+class MessageActions(Protocol):
+    """What the Functions host offers to settle a message it delivered (by its lock token)."""
+
+    def complete(self, message: Any) -> None: ...
+
+    def abandon(self, message: Any) -> None: ...
+
+    def deadletter(
+        self,
+        message: Any,
+        deadletter_reason: str | None = None,
+        deadletter_error_description: str | None = None,
+    ) -> None: ...
+
+    def renew_message_lock(self, message: Any) -> None: ...
+
+
+def schedule_setting(job_name: str) -> str:
+    """``CRONWARDEN_SCHEDULE_<JOB_NAME_UPPER_UNDERSCORED>``."""
+    return SCHEDULE_ENV_PREFIX + job_name.upper().replace("-", "_")
+
+
+def timer_function_name(job_name: str) -> str:
+    return "timer_" + job_name.replace("-", "_")
+
+
+def delivery_of(message: Any) -> Delivery:
+    """A :class:`Delivery` of a message the Functions host delivered (``func.ServiceBusMessage``).
+
+    The host's ``delivery_count`` is 1 on the first delivery (the .NET SDK adds one to the AMQP
+    header's count of failed deliveries); earlier scheduled copies add ``cw-attempt-base``.
+    """
+    raw = message.application_properties or {}
+    props = {str(k): str(v) for k, v in raw.items()}
+    count = int(message.delivery_count or 1)
+    delivery = Delivery(
+        message_id=str(message.message_id or ""),
+        body=bytes(message.get_body()),
+        attributes=public_attributes(props),
+        attempt=attempt_of(props, count - 1),
+        handle=message,
+        enqueued_at=message.enqueued_time_utc,
+    )
+    delivery.__dict__["_hidden"] = {k: v for k, v in props.items() if k not in delivery.attributes}
+    return delivery
+
+
+class HostSettledQueue(Queue):
+    """Settles one host-delivered message through the host's :class:`MessageActions`; sends
+    (retry copies, publishes) and dead-letter reads go through the app's :class:`ServiceBusQueue`.
+    """
+
+    def __init__(self, servicebus: ServiceBusQueue, actions: MessageActions) -> None:
+        self.servicebus = servicebus
+        self.actions = actions
+        self.max_deliveries = servicebus.max_deliveries
+
+    def publish(
+        self,
+        body: bytes,
+        *,
+        attributes: Mapping[str, str] | None = None,
+        dedup_id: str | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        self.servicebus.publish(body, attributes=attributes, dedup_id=dedup_id, delay=delay)
+
+    def receive(
+        self, max_messages: int = 1, *, visibility: float = 60.0, wait: float = 0.0
+    ) -> list[Delivery]:
+        raise NotImplementedError("the Functions host delivers messages to the worker function")
+
+    def ack(self, delivery: Delivery) -> None:
+        self.actions.complete(delivery.handle)
+
+    def retry(self, delivery: Delivery, delay: float) -> None:
+        if self.servicebus.retry_copy(delivery, delay):
+            self.actions.complete(delivery.handle)
+        else:
+            self.dead_letter(
+                delivery,
+                MAX_DELIVERY_REASON,
+                f"{delivery.attempt} attempts (limit {self.max_deliveries})",
+            )
+
+    def extend(self, delivery: Delivery, visibility: float) -> None:
+        self.actions.renew_message_lock(delivery.handle)
+
+    def dead_letter(self, delivery: Delivery, reason: str, description: str = "") -> None:
+        self.actions.deadletter(
+            delivery.handle,
+            deadletter_reason=reason[:4096],
+            deadletter_error_description=description[:4096],
+        )
+
+    def dlq_depth(self) -> int:
+        return self.servicebus.dlq_depth()
+
+    def dlq_peek(self, limit: int = 10) -> list[DeadLetter]:
+        return self.servicebus.dlq_peek(limit)
+
+    def redrive(self, limit: int = 10) -> int:
+        return self.servicebus.redrive(limit)
+
+
+class ServiceBusWorker(Worker):
+    """The core worker with one Service Bus mapping: ``in_progress`` is retried, not acked.
+
+    A message comes back while its run is still leased only when the first delivery's lock was
+    lost (its worker died, or ran past the host's lock renewal): the run's owner may be dead, so
+    this delivery must stay to carry the run. It comes back once the lease has surely expired.
+    """
+
+    def settle(self, delivery: Delivery, outcome: Outcome) -> None:
+        if outcome.kind is OutcomeKind.IN_PROGRESS:
+            job = self.engine.jobs.get(outcome.run_key.rsplit(":", 2)[0])
+            ttl = self.engine.lease_ttl(job).total_seconds() if job else self.visibility
+            self.queue.retry(delivery, delay=ttl)
+        else:
+            super().settle(delivery, outcome)
+
+
+def _host_actions() -> MessageActions:
+    try:
+        from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
+    except ImportError as exc:
+        raise ConfigurationError(
+            "the worker settles messages itself (autoCompleteMessages false) through the "
+            "Functions host: add azurefunctions-extensions-bindings-servicebus to "
+            "requirements.txt"
+        ) from exc
+    actions: MessageActions = ServiceBusMessageActions.get_instance()
+    return actions
+
+
+class AzureRuntime:
+    """What the functions share; built lazily, once per instance, thread-safe."""
+
+    def __init__(
+        self,
+        jobs: JobSet,
+        *,
+        provider: Provider | None = None,
+        settings: EngineSettings | None = None,
+        notifiers: list[Notifier] | None = None,
+        clock: Clock | None = None,
+        actions: MessageActions | None = None,
+    ) -> None:
+        self.jobs = jobs
+        self.settings = settings
+        self.clock: Clock = clock or (lambda: datetime.now(UTC))
+        self.actions = actions
+        self.timers: dict[str, TimerSchedule] = {}
+        self.last_report: Report | None = None
+        self._provider = provider
+        self._notifiers = notifiers
+        self._lock = threading.RLock()
+        self._engine: Engine | None = None
+        self._trigger: Trigger | None = None
+        self._watcher: Watcher | None = None
+
+    @property
+    def provider(self) -> Provider:
+        with self._lock:
+            if self._provider is None:
+                from cronwarden.config import provider_from_env
+
+                self._provider = provider_from_env()
+            return self._provider
+
+    def servicebus(self) -> ServiceBusQueue:
+        queue = self.provider.queue()
+        if not isinstance(queue, ServiceBusQueue):
+            raise ConfigurationError(
+                "the Azure timer and worker functions need the azure provider's Service Bus "
+                f"queue, got {type(queue).__name__} (set CRONWARDEN_PROVIDER=azure)"
+            )
+        return queue
+
+    @property
+    def engine(self) -> Engine:
+        with self._lock:
+            if self._engine is None:
+                self._engine = Engine(self.jobs, self.provider.store(), self.settings)
+            return self._engine
+
+    @property
+    def trigger(self) -> Trigger:
+        with self._lock:
+            if self._trigger is None:
+                self._trigger = Trigger(self.jobs, self.servicebus(), self.provider.store())
+            return self._trigger
+
+    @property
+    def watcher(self) -> Watcher:
+        with self._lock:
+            if self._watcher is None:
+                notifiers = self._notifiers
+                if notifiers is None:
+                    notifiers = [LogNotifier()]
+                    url = os.environ.get(WEBHOOK_ENV)
+                    if url:
+                        notifiers.append(WebhookNotifier(url))
+                self._watcher = Watcher(
+                    self.jobs, self.provider.store(), self.provider.queue(), notifiers=notifiers
+                )
+            return self._watcher
+
+    def close(self) -> None:
+        with self._lock:
+            if self._provider is not None:
+                self._provider.close()
+
+    # -- the handlers -----------------------------------------------------------------------
+    def handle_timer(self, job: Job, past_due: bool = False) -> list[RunRequest]:
+        """One tick of ``job``'s timer: enqueue the window that came due, or nothing."""
+        now = self.clock()
+        window = due_window(job, self.timers[job.name], now, past_due=past_due)
+        if window is None:
+            log.info(
+                "%s: timer tick at %s is not the first after a window of %s; nothing to enqueue",
+                job.name,
+                now.isoformat(),
+                job.schedule.describe(),
+                extra={"event": "trigger.skipped", "job": job.name, "reason": "not_due"},
+            )
+            return []
+        if past_due:
+            log.warning(
+                "%s: past-due timer tick; enqueuing the latest due window",
+                job.name,
+                extra={"event": "trigger.past_due", "job": job.name},
+            )
+        return self.trigger.tick(job.name, window, reason="schedule")
+
+    def handle_message(self, message: Any) -> Outcome | None:
+        """One host-delivered Service Bus message → one execution, settled via the actions."""
+        actions = self.actions or _host_actions()
+        queue = HostSettledQueue(self.servicebus(), actions)
+        delivery = delivery_of(message)
+        return ServiceBusWorker(self.engine, queue).handle(delivery)
+
+    def handle_watcher(self) -> Report:
+        report = self.watcher.check()
+        self.last_report = report
+        return report
+
+
+def _jobset(target: ModuleType | JobSet | str) -> JobSet:
+    if isinstance(target, JobSet):
+        jobs = target
+    elif isinstance(target, ModuleType):
+        jobs = JobSet.from_module(target)
+    else:
+        from cronwarden.config import load_jobs
+
+        return load_jobs(target)
+    if not len(jobs):
+        raise ConfigurationError("no jobs to serve (declare them with @cronwarden.job)")
+    return jobs
+
+
+def _enabled(env: Mapping[str, str]) -> set[str]:
+    raw = env.get(FUNCTIONS_ENV, "")
+    chosen = {part.strip().lower() for part in raw.split(",") if part.strip()}
+    unknown = chosen - set(NAMES)
+    if unknown:
+        raise ConfigurationError(
+            f"${FUNCTIONS_ENV}: unknown function(s) {', '.join(sorted(unknown))}; "
+            f"choose from {', '.join(NAMES)}"
+        )
+    return chosen or set(NAMES)
+
+
+def build_app(
+    module_or_jobset: ModuleType | JobSet | str,
+    *,
+    provider: Provider | None = None,
+    settings: EngineSettings | None = None,
+    notifiers: list[Notifier] | None = None,
+    clock: Clock | None = None,
+    actions: MessageActions | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Any:
+    """A ``func.FunctionApp`` serving the jobs of ``module_or_jobset`` (see the module docs).
+
+    Schedules are resolved now (a bad one fails indexing with a clear message, not the first
+    tick). ``env`` defaults to ``os.environ``; ``clock``/``actions`` are for hosts and tests.
+    The :class:`AzureRuntime` is ``app.cronwarden_runtime``.
+    """
+    import azure.functions as func
+
+    env = os.environ if env is None else env
+    jobs = _jobset(module_or_jobset)
+    runtime = AzureRuntime(
+        jobs,
+        provider=provider,
+        settings=settings,
+        notifiers=notifiers,
+        clock=clock,
+        actions=actions,
+    )
+    enabled = _enabled(env)
+    app = func.FunctionApp()
+    app.cronwarden_runtime = runtime
+
+    if "trigger" in enabled:
+        for job in jobs:
+            timer = timer_schedule_for(job, env.get(schedule_setting(job.name)))
+            runtime.timers[job.name] = timer
+            _register_timer(app, func, runtime, job, timer)
+
+    if "worker" in enabled:
+
+        def worker(message: func.ServiceBusMessage) -> None:
+            runtime.handle_message(message)
+
+        # Real classes, not the strings postponed evaluation leaves (the worker inspects them).
+        worker.__annotations__ = {"message": func.ServiceBusMessage, "return": None}
+
+        app.function_name("worker")(
+            app.service_bus_queue_trigger(
+                arg_name="message",
+                connection=CONNECTION,
+                queue_name=env.get(QUEUE_ENV) or DEFAULT_QUEUE,
+                auto_complete_messages=False,
+            )(worker)
+        )
+
+    if "watcher" in enabled:
+        schedule = env.get(WATCHER_SCHEDULE_ENV) or DEFAULT_WATCHER_SCHEDULE
+        TimerSchedule.parse(schedule)
+
+        def watcher(timer: func.TimerRequest) -> None:
+            try:
+                runtime.handle_watcher()
+            except Exception as exc:
+                log.error(
+                    "watcher check failed: %s",
+                    redact(f"{type(exc).__name__}: {exc}"),
+                    extra={"event": "watcher.error"},
+                )
+                raise
+
+        watcher.__annotations__ = {"timer": func.TimerRequest, "return": None}
+        app.function_name("watcher")(
+            app.timer_trigger(arg_name="timer", schedule=schedule, use_monitor=True)(watcher)
+        )
+    return app
+
+
+def _register_timer(app: Any, func: Any, runtime: AzureRuntime, job: Job, timer: Any) -> None:
+    def tick(timer: func.TimerRequest) -> None:
+        runtime.handle_timer(job, past_due=bool(timer.past_due))
+
+    name = timer_function_name(job.name)
+    tick.__name__ = name
+    tick.__annotations__ = {"timer": func.TimerRequest, "return": None}
+    app.function_name(name)(
+        app.timer_trigger(arg_name="timer", schedule=timer.ncrontab, use_monitor=True)(tick)
+    )
+
+
+def runtime_of(app: Any) -> AzureRuntime:
+    """The :class:`AzureRuntime` of an app made by :func:`build_app`."""
+    runtime = getattr(app, "cronwarden_runtime", None)
+    if not isinstance(runtime, AzureRuntime):
+        raise TypeError(f"{app!r} was not made by build_app")
+    return runtime
+
+
+__all__ = [
+    "AzureRuntime",
+    "HostSettledQueue",
+    "MessageActions",
+    "ServiceBusWorker",
+    "build_app",
+    "delivery_of",
+    "runtime_of",
+    "schedule_setting",
+    "timer_function_name",
+]
