@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cronwarden.adapters.azure import TableLimitError
@@ -24,6 +24,7 @@ def _round_trip(data: dict[str, Any]) -> dict[str, Any]:
     return decode_entity(entity)
 
 
+@settings(deadline=None)  # CPU shared with other suites: no timing
 @given(st.text(max_size=20))  # 20 characters of 4 UTF-8 bytes stay under 255
 def test_field_names_round_trip(name: str) -> None:
     prop = encode_name(name)
@@ -44,6 +45,7 @@ json_values = st.recursive(
 )
 
 
+@settings(deadline=None)  # CPU shared with other suites: no timing
 @given(st.dictionaries(st.text(max_size=20), json_values, max_size=8))
 def test_json_values_round_trip_exactly(data: dict[str, Any]) -> None:
     back = _round_trip(data)
