@@ -1,0 +1,171 @@
+"""Provider stacks for chaos trials: how to build a store and queue from a JSON-able spec (in the
+test process and in every chaos worker process), fresh namespaces per trial, and outages.
+
+* ``local``: SQLite store + SQLite queue in a fresh directory per trial.
+* ``gcp``: Firestore + Pub/Sub on the official emulators, a fresh project id per trial.
+* ``azure``: Table Storage on Azurite (a fresh table) + Service Bus on cronwarden's emulator
+  (a fresh queue) per trial.
+
+Outages. The emulators keep their state in memory, so killing and restarting one would be a
+wipe (disaster recovery), not an outage: an outage here *freezes* the emulator's whole process
+group (SIGSTOP) for a while and thaws it (SIGCONT); clients see timeouts / hangs, state survives.
+For SQLite, renaming or chmod-ing the file does not affect connections already open (they hold
+the inode), so the outage holds an EXCLUSIVE lock on the database file instead: every writer
+blocks (and times out with ``database is locked``), which is what an unreachable store looks like
+to the engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sqlite3
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cronwarden.ports import Queue, Store
+
+PROVIDERS = ("local", "gcp", "azure")
+
+
+def build(spec: dict[str, Any]) -> tuple[Store, Queue]:
+    """The store and queue a spec describes (imports each SDK only when needed)."""
+    kind = spec["kind"]
+    if kind == "local":
+        from cronwarden.adapters.local import SQLiteQueue, SQLiteStore
+
+        return (
+            SQLiteStore(os.path.join(spec["dir"], "state.db")),
+            SQLiteQueue(
+                os.path.join(spec["dir"], "queue.db"), max_deliveries=spec["max_deliveries"]
+            ),
+        )
+    if kind == "gcp":
+        from cronwarden.adapters.gcp import FirestoreStore, PubSubQueue
+
+        store = FirestoreStore(spec["project"], emulator_host=spec["firestore"])
+        queue = PubSubQueue(
+            spec["project"],
+            "runs",
+            "worker",
+            max_deliveries=spec["max_deliveries"],
+            ack_deadline=10,
+            retry_backoff=(0.0, 1.0),
+            emulator_host=spec["pubsub"],
+            create_missing=True,
+            rpc_timeout=10.0,
+        )
+        return store, queue
+    if kind == "azure":
+        from cronwarden.adapters.azure import ServiceBusQueue, TableStore
+
+        store = TableStore.from_connection_string(spec["tables"], spec["table"])
+        sbq = ServiceBusQueue.from_connection_string(
+            spec["servicebus"], spec["queue"], max_deliveries=spec["max_deliveries"]
+        )
+        return store, sbq
+    raise ValueError(f"unknown stack {kind!r}")
+
+
+def _freeze(pgids: list[int], sig: int) -> None:
+    for pgid in pgids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+
+
+@dataclass
+class Stack:
+    """One provider's emulators (if any) plus a fresh namespace per trial."""
+
+    name: str
+    emulators: dict[str, Any] = field(default_factory=dict)
+
+    def new_spec(self, tmp: Path, *, max_deliveries: int = 5) -> dict[str, Any]:
+        if self.name == "local":
+            folder = tmp / f"local-{uuid.uuid4().hex[:6]}"
+            folder.mkdir(parents=True)
+            return {"kind": "local", "dir": str(folder), "max_deliveries": max_deliveries}
+        if self.name == "gcp":
+            return {
+                "kind": "gcp",
+                "project": f"cw-chaos-{uuid.uuid4().hex[:10]}",
+                "firestore": self.emulators["firestore"].address,
+                "pubsub": self.emulators["pubsub"].address,
+                "max_deliveries": max(5, max_deliveries),
+            }
+        azurite, sb = self.emulators["azurite"], self.emulators["servicebus"]
+        queue = sb.create_queue(
+            max_delivery_count=max_deliveries,
+            lock_duration=5.0,
+            requires_duplicate_detection=True,
+        )
+        return {
+            "kind": "azure",
+            "tables": azurite.connection_string,
+            "table": azurite.new_table("chaos"),
+            "servicebus": sb.connection_string,
+            "queue": queue,
+            "max_deliveries": max_deliveries,
+        }
+
+    def drop(self, spec: dict[str, Any]) -> None:
+        if spec["kind"] == "azure":
+            with contextlib.suppress(Exception):
+                self.emulators["servicebus"].delete_queue(spec["queue"])
+            with contextlib.suppress(Exception):
+                self.emulators["azurite"].drop_table(spec["table"])
+
+    # -- outages ----------------------------------------------------------------------------
+    def _pgids(self, part: str) -> list[int]:
+        if self.name == "gcp":
+            emulator = self.emulators["firestore" if part == "store" else "pubsub"]
+            return [emulator.pid]
+        if part == "store":
+            return list(self.emulators["azurite"].pids())
+        return [self.emulators["servicebus"].pid]
+
+    @contextlib.contextmanager
+    def outage(self, part: str, spec: dict[str, Any]) -> Iterator[None]:
+        """``part`` ("store" or "broker") is unavailable inside the block."""
+        if self.name == "local":
+            path = os.path.join(spec["dir"], "state.db" if part == "store" else "queue.db")
+            holder = _LockHolder(path)
+            holder.start()
+            holder.locked.wait(30)
+            try:
+                yield
+            finally:
+                holder.release.set()
+                holder.join(30)
+            return
+        pgids = self._pgids(part)
+        _freeze(pgids, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            _freeze(pgids, signal.SIGCONT)
+
+
+class _LockHolder(threading.Thread):
+    """Holds an EXCLUSIVE transaction on a SQLite file until released."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(daemon=True)
+        self.path = path
+        self.locked = threading.Event()
+        self.release = threading.Event()
+
+    def run(self) -> None:
+        conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        try:
+            conn.execute("BEGIN EXCLUSIVE")
+            self.locked.set()
+            self.release.wait(120)
+            conn.execute("ROLLBACK")
+        finally:
+            conn.close()

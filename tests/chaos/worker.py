@@ -1,0 +1,69 @@
+"""A chaos worker process: core ``Worker.serve`` on a stack's queue, the engine on a
+:class:`~tests.chaos.history.RecordingStore` around the stack's store.
+
+    CW_CHAOS_SPEC='{"kind": "local", ...}' CW_CHAOS_HISTORY=h.db python -m tests.chaos.worker
+
+Environment: ``CW_CHAOS_SKEW`` (seconds added to the engine's clock), ``CW_CHAOS_MARGIN`` (lease
+margin, seconds; default 60, the engine's default), ``CW_CHAOS_CRASH`` (``before_claim`` here;
+the item points in ``jobs.py``). Stops on SIGTERM. JSON log lines go to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
+from types import FrameType
+from typing import Any
+
+from cronwarden import Engine, EngineSettings, JobSet, Worker
+from cronwarden.logs import configure
+from cronwarden.ports import RUN, Create, Op
+from cronwarden.redaction import register_secret
+
+from . import jobs
+from .history import RecordingStore
+from .stacks import build
+
+
+def main() -> None:
+    configure(stream=sys.stderr)
+    register_secret(jobs.SECRET_TOKEN)  # as a secret-manager value would be
+    spec: dict[str, Any] = json.loads(os.environ["CW_CHAOS_SPEC"])
+    skew = float(os.environ.get("CW_CHAOS_SKEW", "0"))
+    margin = float(os.environ.get("CW_CHAOS_MARGIN", "60"))
+    inner, queue = build(spec)
+    store = RecordingStore(inner, os.environ["CW_CHAOS_HISTORY"], skew=skew)
+
+    def before_commit(ops: list[Op]) -> None:
+        if any(isinstance(op, Create) and op.key.kind == RUN for op in ops):
+            jobs.crash("before_claim")
+
+    store.before_commit = before_commit
+    offset = timedelta(seconds=skew)
+    settings = EngineSettings(
+        lease_margin=timedelta(seconds=margin), clock=lambda: datetime.now(UTC) + offset
+    )
+    engine = Engine(JobSet.from_module(jobs), store, settings)
+    worker = Worker(engine, queue)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+        engine.shutdown()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    print(json.dumps({"event": "chaos.worker.ready", "pid": os.getpid()}), file=sys.stderr)
+    sys.stderr.flush()
+    try:
+        worker.serve(stop, wait=0.2)
+    finally:
+        queue.close()
+        store.close()
+
+
+if __name__ == "__main__":
+    main()
