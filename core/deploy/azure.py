@@ -10,7 +10,9 @@ Flow (DESIGN §4)::
     <name>-runs/$DeadLetterQueue ──► metric alert DeadletteredMessages > 0
 
 Every connection is identity-based: the app's system-assigned identity holds the data-plane
-roles; no key or connection string is rendered.
+roles; no key or connection string is rendered. The watcher's webhook URL (a credential) is an
+app setting holding a Key Vault reference (``webhook_key_vault_id``, ``webhook_secret_name``),
+resolved by the platform with the app's identity; its value never enters Terraform.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .hcl import Attr, Block, Comment, Expr, Item
 
 AZURERM_VERSION = ">= 4.0, < 5.0"
 QUEUE = "cronwarden-runs"
+WEBHOOK_ENV = "CRONWARDEN_WEBHOOK_URL"  #: what the watcher reads
 WATCHER_SCHEDULE = "0 */5 * * * *"
 
 
@@ -54,6 +57,60 @@ def _variable(name: str, type_: str, description: str, default: Any = ...) -> Bl
     if default is not ...:
         body.append(Attr("default", default))
     return Block("variable", (name,), body)
+
+
+def _webhook_variables() -> list[Item]:
+    vault = Block(
+        "variable",
+        ("webhook_key_vault_id",),
+        [
+            Attr(
+                "description",
+                "Resource id of the Key Vault (Azure RBAC) holding the watcher's webhook URL, "
+                f"referenced by the app setting {WEBHOOK_ENV}; empty: alerts go to the logs "
+                "only. Put the secret in the vault outside Terraform (README.md): the URL is a "
+                "credential and never enters the state.",
+            ),
+            Attr("type", Expr("string")),
+            Attr("default", ""),
+            Block(
+                "validation",
+                body=[
+                    Attr(
+                        "condition",
+                        Expr(
+                            'var.webhook_key_vault_id == "" || can(regex("^/subscriptions/[^/]+/'
+                            'resourceGroups/[^/]+/providers/Microsoft.KeyVault/vaults/[^/]+$", '
+                            "var.webhook_key_vault_id))"
+                        ),
+                    ),
+                    Attr(
+                        "error_message",
+                        "webhook_key_vault_id is a vault's resource id (/subscriptions/<id>/"
+                        "resourceGroups/<group>/providers/Microsoft.KeyVault/vaults/<name>), "
+                        "not the URL itself.",
+                    ),
+                ],
+            ),
+        ],
+    )
+    name = _variable(
+        "webhook_secret_name",
+        "string",
+        "Name of the Key Vault secret holding the watcher's webhook URL.",
+        "cronwarden-webhook",
+    )
+    return [vault, name]
+
+
+def webhook_secret() -> Expr:
+    """The app's ``key_vault_secret_settings``: the webhook reference when a vault is named (a
+    ``for`` expression, so both cases have one map type)."""
+    return Expr(
+        f"{{ for setting, vault in {{ {WEBHOOK_ENV} = var.webhook_key_vault_id }} : "
+        "setting => { key_vault_id = vault, secret_name = var.webhook_secret_name } "
+        'if vault != "" }'
+    )
 
 
 def variables(
@@ -93,6 +150,8 @@ def variables(
         items.append(
             _variable("alert_emails", "list(string)", "Who is emailed about dead letters.", [])
         )
+    if not external_watcher:  # the app runs the watcher: it may notify a webhook
+        items += _webhook_variables()
     if external_watcher:
         items.append(
             _variable(
@@ -130,7 +189,8 @@ def _base() -> Block:
     )
 
 
-def _app(settings: Expr) -> Block:
+def _app(settings: Expr, *, watcher: bool) -> Block:
+    secrets: list[Item] = [Attr("key_vault_secret_settings", webhook_secret())] if watcher else []
     return Block(
         "module",
         ("app",),
@@ -143,6 +203,7 @@ def _app(settings: Expr) -> Block:
             Attr("storage_account_name", Expr("module.base.storage_account_name")),
             Attr("storage_account_id", Expr("module.base.storage_account_id")),
             Attr("app_settings", settings),
+            *secrets,
             Attr("tags", Expr("var.tags")),
         ],
     )
@@ -157,6 +218,9 @@ def app_settings(*, watcher_here: bool) -> dict[str, Any]:
         "CRONWARDEN_AZURE_TABLE": Expr("module.base.table_name"),
         "CRONWARDEN_SERVICEBUS_NAMESPACE": Expr("local.servicebus_fqdn"),
         "CRONWARDEN_SERVICEBUS_QUEUE": QUEUE,
+        "CRONWARDEN_SERVICEBUS_MAX_DELIVERIES": Expr(
+            "tostring(module.settings.servicebus.max_delivery_count)"
+        ),
         "ServiceBusConnection__fullyQualifiedNamespace": Expr("local.servicebus_fqdn"),
         "CRONWARDEN_WATCHER_SCHEDULE": Expr("var.watcher_schedule"),
     }
@@ -185,7 +249,10 @@ def main(plan_jobs: dict[str, dict[str, Any]], *, watcher_here: bool) -> list[It
         ),
         _base(),
         Comment("Per job: CRONWARDEN_SCHEDULE_<JOB> = NCRONTAB in UTC (see README.md)."),
-        _app(Expr("merge(local.app_settings, module.settings.schedule_settings)")),
+        _app(
+            Expr("merge(local.app_settings, module.settings.schedule_settings)"),
+            watcher=watcher_here,
+        ),
         Block(
             "module",
             ("servicebus",),
@@ -253,7 +320,7 @@ def watcher_main(gcp_environment: dict[str, Any]) -> list[Item]:
         ),
         Block("locals", body=[*_names(), Attr("app_settings", settings)]),
         _base(),
-        _app(Expr("local.app_settings")),
+        _app(Expr("local.app_settings"), watcher=True),
     ]
 
 

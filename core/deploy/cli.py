@@ -73,6 +73,13 @@ def deploy() -> None:
     default=None,
     help="The jobs' own requirements file, appended to the package's requirements.txt.",
 )
+@click.option(
+    "--gcp-worker",
+    type=click.Choice(["push", "pull"]),
+    default=None,
+    help="GCP only: push (a Cloud Function; runs of at most 570 s, the default) or pull (no "
+    "worker function: run `python -m cronwarden.adapters.gcp.serve` on your own host).",
+)
 def render(
     provider: str,
     jobs_target: str,
@@ -81,6 +88,7 @@ def render(
     prefix: str,
     wheel: Path | None,
     requirements: Path | None,
+    gcp_worker: str | None,
 ) -> None:
     """Render the Terraform root module(s) and function package(s) for the jobs of MODULE."""
     from .render import render as do_render
@@ -94,6 +102,7 @@ def render(
             prefix=prefix,
             wheel=wheel,
             requirements=requirements,
+            gcp_worker=gcp_worker,
         )
     except CronwardenError as exc:
         raise _Fail(str(exc)) from None

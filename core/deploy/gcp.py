@@ -8,10 +8,18 @@ Flow (DESIGN §4)::
                 ──► worker function ──► Firestore
     Cloud Scheduler (watcher, every 5 min, OIDC) ──► watcher function
     <name>-runs-dead-letter topic ──► <name>-worker-dead-letter subscription ──► alert policy
+    <name>-schedule-dead-letter topic ──► <name>-trigger-dead-letter subscription ──► alert policy
+
+Dead ticks have their own dead-letter topic: a tick is not a run request (redriving one to the
+runs topic would only be dead-lettered again by the worker), and a lost tick is recovered by
+catch-up, ``cronwarden trigger --window`` or ``cronwarden backfill``, not by redrive. So the run
+dead-letter subscription holds only what ``cronwarden dlq redrive`` can fix.
 
 Names follow the GCP adapter's defaults for the prefix ``cronwarden`` (``cronwarden-runs``,
 ``cronwarden-worker``, ``<topic>-dead-letter``); the functions get them as environment variables
-(see :func:`environment`).
+(see :func:`environment`). The watcher's webhook URL is a credential: it reaches the watcher
+function as a Secret Manager secret environment variable (``webhook_secret``), never as a
+Terraform value.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ from typing import Any
 
 from .hcl import Attr, Block, Comment, Expr, Item
 from .spec import MARGIN_SECONDS, Plan
+
+WEBHOOK_ENV = "CRONWARDEN_WEBHOOK_URL"  #: what the watcher reads (cronwarden.adapters.gcp)
 
 GOOGLE_VERSION = ">= 6.0, < 8.0"
 APIS = (
@@ -31,6 +41,7 @@ APIS = (
     "monitoring.googleapis.com",
     "pubsub.googleapis.com",
     "run.googleapis.com",
+    "secretmanager.googleapis.com",
     "storage.googleapis.com",
     "artifactregistry.googleapis.com",
 )
@@ -45,6 +56,8 @@ def names(prefix: str) -> dict[str, str]:
         "subscription": f"{prefix}-worker",
         "dead_letter_topic": f"{prefix}-runs-dead-letter",
         "dead_letter_subscription": f"{prefix}-worker-dead-letter",
+        "tick_dead_letter_topic": f"{prefix}-schedule-dead-letter",
+        "tick_dead_letter_subscription": f"{prefix}-trigger-dead-letter",
         "trigger": f"{prefix}-trigger",
         "worker": f"{prefix}-worker",
         "watcher": f"{prefix}-watcher",
@@ -74,6 +87,59 @@ def environment(prefix: str) -> dict[str, Any]:
         "CRONWARDEN_FIRESTORE_DATABASE": Expr("module.state.database"),
         "CRONWARDEN_FIRESTORE_PREFIX": "cw_",
     }
+
+
+def trigger_environment(prefix: str) -> dict[str, str]:
+    """What the trigger's environment changes: its explicit dead letters (``MalformedTick``)
+    go to the tick dead-letter topic, like the broker's for its subscription."""
+    n = names(prefix)
+    return {
+        "CRONWARDEN_GCP_DEAD_LETTER_TOPIC": n["tick_dead_letter_topic"],
+        "CRONWARDEN_GCP_DEAD_LETTER_SUBSCRIPTION": n["tick_dead_letter_subscription"],
+    }
+
+
+def _webhook_variable() -> Block:
+    """``webhook_secret``: the *id* of the secret holding the URL (a URL is refused, so the
+    credential cannot land in tfvars or the state by mistake)."""
+    return Block(
+        "variable",
+        ("webhook_secret",),
+        [
+            Attr(
+                "description",
+                "Secret Manager secret id (in var.project) holding the watcher's webhook URL, "
+                f"exposed to the watcher as {WEBHOOK_ENV}; empty: alerts go to the logs only. "
+                "Create the secret and its version outside Terraform (README.md): the URL is a "
+                "credential and never enters the state.",
+            ),
+            Attr("type", Expr("string")),
+            Attr("default", ""),
+            Block(
+                "validation",
+                body=[
+                    Attr(
+                        "condition",
+                        Expr('can(regex("^[A-Za-z0-9_-]{0,255}$", var.webhook_secret))'),
+                    ),
+                    Attr(
+                        "error_message",
+                        "webhook_secret is the id of a Secret Manager secret (e.g. "
+                        "cronwarden-webhook), not the URL itself.",
+                    ),
+                ],
+            ),
+        ],
+    )
+
+
+def _webhook_secret() -> Expr:
+    """The watcher's ``secret_environment``: the webhook secret when one is named (a ``for``
+    expression, so both cases have one map type)."""
+    return Expr(
+        f"{{ for key, id in {{ {WEBHOOK_ENV} = var.webhook_secret }} : "
+        'key => { secret = id, version = "latest" } if id != "" }'
+    )
 
 
 def versions() -> list[Item]:
@@ -133,6 +199,8 @@ def variables(external_watcher: bool) -> list[Item]:
         ),
         _variable("labels", "map(string)", "Labels on every resource that takes them.", {}),
     ]
+    if not external_watcher:
+        items.append(_webhook_variable())
     if external_watcher:
         items += [
             _variable("azure_tenant_id", "string", "Entra ID tenant of the external watcher."),
@@ -152,8 +220,18 @@ def variables(external_watcher: bool) -> list[Item]:
     return items
 
 
-def _fn(prefix: str, role: str, timeout: Any, invokers: dict[str, Any], desc: str) -> Block:
+def _fn(
+    prefix: str,
+    role: str,
+    timeout: Any,
+    invokers: dict[str, Any],
+    desc: str,
+    *,
+    environment: str = "local.environment",
+    secrets: Expr | None = None,
+) -> Block:
     n = names(prefix)
+    extra: list[Item] = [] if secrets is None else [Attr("secret_environment", secrets)]
     return Block(
         "module",
         (role,),
@@ -167,7 +245,8 @@ def _fn(prefix: str, role: str, timeout: Any, invokers: dict[str, Any], desc: st
             Attr("source_bucket", Expr("google_storage_bucket.source.name")),
             Attr("source_object", Expr("google_storage_bucket_object.source.name")),
             Attr("timeout_seconds", timeout),
-            Attr("environment", Expr("local.environment")),
+            Attr("environment", Expr(environment)),
+            *extra,
             Attr("invokers", invokers),
             Attr("labels", Expr("var.labels")),
             Attr("depends_on", [Expr("google_project_service.apis")]),
@@ -176,10 +255,26 @@ def _fn(prefix: str, role: str, timeout: Any, invokers: dict[str, Any], desc: st
 
 
 def main(
-    prefix: str, plan: Plan, index_config: dict[str, Any], *, watcher_here: bool
+    prefix: str,
+    plan: Plan,
+    index_config: dict[str, Any],
+    *,
+    watcher_here: bool,
+    worker: str = "push",
 ) -> list[Item]:
-    """``main.tf``: the whole deployment for the jobs of ``plan``."""
+    """``main.tf``: the whole deployment for the jobs of ``plan``.
+
+    ``worker="pull"``: no worker function; the worker subscription is a pull subscription read
+    by the pull worker (``python -m cronwarden.adapters.gcp.serve``) that the user hosts, as
+    the rendered service account ``pull_worker`` (README.md).
+    """
     n = names(prefix)
+    pull = worker == "pull"
+    worker_member = Expr(
+        "google_service_account.pull_worker.member"
+        if pull
+        else "module.worker.service_account_member"
+    )
     jobs = {spec.name: spec.terraform() for spec in plan.jobs}
     descriptions = {spec.name: spec.description for spec in plan.jobs}
     agent = Expr(
@@ -200,6 +295,7 @@ def main(
                 Attr("package", Expr('"${path.module}/function.zip"')),
                 Attr("pubsub_service_agent", agent),
                 Attr("environment", environment(prefix)),
+                Attr("trigger_environment", trigger_environment(prefix)),
             ],
         ),
         Block(
@@ -243,8 +339,11 @@ def main(
             60,
             {"pubsub": Expr("google_service_account.push.member")},
             "cronwarden trigger: schedule tick -> run requests",
+            environment="merge(local.environment, local.trigger_environment)",
         ),
-        _fn(
+        _pull_worker(prefix)
+        if pull
+        else _fn(
             prefix,
             "worker",
             Expr("module.settings.function_timeout_seconds"),
@@ -260,6 +359,7 @@ def main(
                 120,
                 {"scheduler": Expr("google_service_account.scheduler.member")},
                 "cronwarden liveness watcher",
+                secrets=_webhook_secret(),
             )
         )
     readers: dict[str, Any] = {}
@@ -275,8 +375,27 @@ def main(
                 Attr("topic_name", n["dead_letter_topic"]),
                 Attr("subscription_name", n["dead_letter_subscription"]),
                 Attr("pubsub_service_agent", Expr("local.pubsub_service_agent")),
-                Attr("publishers", {"worker": Expr("module.worker.service_account_member")}),
+                Attr("publishers", {"worker": worker_member}),
                 Attr("readers", readers),
+                Attr("labels", Expr("var.labels")),
+                Attr("depends_on", [Expr("google_project_service.apis")]),
+            ],
+        ),
+        Comment(
+            "Dead ticks: the trigger's subscription dead-letters here, and the trigger publishes\n"
+            "malformed ticks here itself (MalformedTick). Not redriven: a lost tick is recovered\n"
+            "by catch-up, `cronwarden trigger --window` or `cronwarden backfill` (README.md)."
+        ),
+        Block(
+            "module",
+            ("tick_dead_letter",),
+            [
+                Attr("source", "./modules/gcp/dead-letter"),
+                Attr("project", Expr("var.project")),
+                Attr("topic_name", n["tick_dead_letter_topic"]),
+                Attr("subscription_name", n["tick_dead_letter_subscription"]),
+                Attr("pubsub_service_agent", Expr("local.pubsub_service_agent")),
+                Attr("publishers", {"trigger": Expr("module.trigger.service_account_member")}),
                 Attr("labels", Expr("var.labels")),
                 Attr("depends_on", [Expr("google_project_service.apis")]),
             ],
@@ -290,6 +409,7 @@ def main(
             ack=60 + MARGIN_SECONDS,
             backoff=("10s", "60s"),
             publishers={},
+            dead_letter="tick_dead_letter",
         ),
         _push(
             "runs",
@@ -304,8 +424,9 @@ def main(
             ),
             publishers={
                 "trigger": Expr("module.trigger.service_account_member"),
-                "worker": Expr("module.worker.service_account_member"),
+                "worker": worker_member,
             },
+            subscribers={"worker": worker_member} if pull else None,
         ),
         Block(
             "resource",
@@ -314,7 +435,9 @@ def main(
                 Attr(
                     "for_each",
                     {
-                        role: Expr(f"module.{role}.service_account_member")
+                        role: worker_member
+                        if role == "worker"
+                        else Expr(f"module.{role}.service_account_member")
                         for role in (
                             ("trigger", "worker", "watcher")
                             if watcher_here
@@ -405,8 +528,37 @@ def main(
                 Attr("depends_on", [Expr("google_project_service.apis")]),
             ],
         ),
+        Block(
+            "module",
+            ("tick_monitoring",),
+            [
+                Attr("source", "./modules/gcp/monitoring"),
+                Attr("project", Expr("var.project")),
+                Attr(
+                    "dead_letter_subscription",
+                    Expr("module.tick_dead_letter.subscription_name"),
+                ),
+                Attr("notification_channels", Expr("var.notification_channels")),
+                Attr("documentation", _tick_alert(n["tick_dead_letter_subscription"])),
+                Attr("depends_on", [Expr("google_project_service.apis")]),
+            ],
+        ),
     ]
     return items
+
+
+def _tick_alert(subscription: str) -> str:
+    """The tick dead-letter alert's documentation: what happened, how to recover."""
+    return (
+        "Schedule ticks were dead-lettered: the trigger failed on every attempt (Pub/Sub or "
+        "Firestore trouble), or a tick was malformed (reason MalformedTick: check the Cloud "
+        "Scheduler job's message). Do not redrive them: a tick is not a run request. Recover a "
+        "lost window with the job's catch-up policy (its next tick), `cronwarden trigger JOB "
+        "--window WINDOW --no-wait --provider gcp` or `cronwarden backfill`. Read them with "
+        f"`CRONWARDEN_GCP_DEAD_LETTER_SUBSCRIPTION={subscription} cronwarden dlq list "
+        f"--provider gcp`, then clear them with `gcloud pubsub subscriptions seek {subscription} "
+        '--time="$(date -u +%Y-%m-%dT%H:%M:%SZ)"`.'
+    )
 
 
 def _source_bucket(prefix: str) -> list[Item]:
@@ -441,6 +593,25 @@ def _source_bucket(prefix: str) -> list[Item]:
     ]
 
 
+def _pull_worker(prefix: str) -> Block:
+    """The pull worker's identity (it runs outside Terraform, on the user's host): subscriber
+    on the worker subscription, publisher on the run and dead-letter topics, Firestore user."""
+    return Block(
+        "resource",
+        ("google_service_account", "pull_worker"),
+        [
+            Comment(
+                "The pull worker (python -m cronwarden.adapters.gcp.serve) runs as this account\n"
+                "on a host you run (GKE, a VM, a Cloud Run worker pool): see README.md."
+            ),
+            Attr("project", Expr("var.project")),
+            Attr("account_id", names(prefix)["worker"]),
+            Attr("display_name", "cronwarden pull worker"),
+            Attr("description", "Runs the cronwarden pull worker (least privilege)."),
+        ],
+    )
+
+
 def _service_account(label: str, account_id: str, display: str) -> Block:
     return Block(
         "resource",
@@ -463,7 +634,16 @@ def _push(
     ack: Any,
     backoff: tuple[Any, Any],
     publishers: dict[str, Any],
+    dead_letter: str = "dead_letter",
+    subscribers: dict[str, Any] | None = None,
 ) -> Block:
+    """A topic and its subscription; pushed to ``module.<target>`` unless ``subscribers`` is
+    given (then a pull subscription they read)."""
+    push: list[Item] = [
+        Attr("push_endpoint", Expr(f"module.{target}.uri")),
+        Attr("push_service_account_email", Expr("google_service_account.push.email")),
+    ]
+    pull: list[Item] = [Attr("subscribers", subscribers)] if subscribers is not None else []
     return Block(
         "module",
         (label,),
@@ -472,9 +652,8 @@ def _push(
             Attr("project", Expr("var.project")),
             Attr("topic_name", topic),
             Attr("subscription_name", subscription),
-            Attr("push_endpoint", Expr(f"module.{target}.uri")),
-            Attr("push_service_account_email", Expr("google_service_account.push.email")),
-            Attr("dead_letter_topic_id", Expr("module.dead_letter.topic_id")),
+            *(pull or push),
+            Attr("dead_letter_topic_id", Expr(f"module.{dead_letter}.topic_id")),
             Attr("max_delivery_attempts", max_attempts),
             Attr("ack_deadline_seconds", ack),
             Attr("minimum_backoff", backoff[0]),
@@ -512,9 +691,27 @@ def firestore_fields(config: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def outputs(watcher_here: bool) -> list[Item]:
-    items: list[Item] = [
-        Block("output", ("worker_url",), [Attr("value", Expr("module.worker.uri"))]),
+def outputs(watcher_here: bool, worker: str = "push") -> list[Item]:
+    items: list[Item] = (
+        [
+            Block(
+                "output",
+                ("pull_worker_service_account",),
+                [Attr("value", Expr("google_service_account.pull_worker.email"))],
+            ),
+            Block(
+                "output",
+                ("pull_worker_environment",),
+                [
+                    Attr("description", "The pull worker's environment (configuration only)."),
+                    Attr("value", Expr("local.environment")),
+                ],
+            ),
+        ]
+        if worker == "pull"
+        else [Block("output", ("worker_url",), [Attr("value", Expr("module.worker.uri"))])]
+    )
+    items += [
         Block("output", ("trigger_url",), [Attr("value", Expr("module.trigger.uri"))]),
         Block(
             "output",
@@ -543,7 +740,15 @@ def outputs(watcher_here: bool) -> list[Item]:
     return items
 
 
-__all__ = ["environment", "firestore_fields", "firestore_indexes", "main", "names", "outputs"]
+__all__ = [
+    "environment",
+    "firestore_fields",
+    "firestore_indexes",
+    "main",
+    "names",
+    "outputs",
+    "trigger_environment",
+]
 
 
 def watcher_environment(prefix: str) -> dict[str, Any]:
@@ -588,6 +793,7 @@ def watcher_variables() -> list[Item]:
             "Fully qualified Service Bus namespace (<name>.servicebus.windows.net).",
         ),
         _variable("labels", "map(string)", "Labels on every resource that takes them.", {}),
+        _webhook_variable(),
     ]
 
 
@@ -628,6 +834,7 @@ def watcher_main(prefix: str) -> list[Item]:
             120,
             {"scheduler": Expr("google_service_account.scheduler.member")},
             "cronwarden liveness watcher (jobs on Azure)",
+            secrets=_webhook_secret(),
         ),
         Block(
             "module",

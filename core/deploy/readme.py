@@ -58,6 +58,83 @@ the previous window, which already ran, and is logged as a duplicate. On the spr
 job scheduled inside the skipped hour runs at the next tick."""
 
 
+_GCP_WEBHOOK = """\
+The watcher posts alerts to `$CRONWARDEN_WEBHOOK_URL` when it is set (a Slack-compatible
+webhook). The URL is a credential: it lives in Secret Manager, and Terraform only names the
+secret, so the value never enters `terraform.tfvars` or the state:
+
+```bash
+read -rs WEBHOOK_URL   # paste the URL; it stays out of the shell history
+printf '%s' "$WEBHOOK_URL" | gcloud secrets create cronwarden-webhook --data-file=- \\
+  --replication-policy=automatic --project=YOUR_PROJECT
+echo 'webhook_secret = "cronwarden-webhook"' >> terraform.tfvars && terraform apply
+```
+
+The watcher function gets it as a secret environment variable (version `latest`, read when an
+instance starts); only the watcher's service account may read it (`secretAccessor` on that
+secret). To rotate: `gcloud secrets versions add cronwarden-webhook --data-file=-`; new
+instances read the new version (redeploy the watcher to switch at once)."""
+
+_AZURE_WEBHOOK = """\
+The watcher posts alerts to `CRONWARDEN_WEBHOOK_URL` when it is set (a Slack-compatible
+webhook). The URL is a credential: it lives in a Key Vault (Azure RBAC authorization) and the
+app setting is a Key Vault reference, resolved by the platform with the app's identity, so the
+value never enters `terraform.tfvars` or the state:
+
+```bash
+read -rs WEBHOOK_URL   # paste the URL; it stays out of the shell history
+az keyvault secret set --vault-name "$VAULT" --name cronwarden-webhook \\
+  --value "$WEBHOOK_URL" -o none
+VAULT_ID=$(az keyvault show --name "$VAULT" --query id -o tsv)
+echo "webhook_key_vault_id = \\"$VAULT_ID\\"" >> terraform.tfvars && terraform apply
+```
+
+The app setting becomes `@Microsoft.KeyVault(VaultName=<vault>;SecretName=cronwarden-webhook)`
+(`webhook_secret_name` to change the name) and the app's identity gets Key Vault Secrets User on
+that secret only. A new secret version is picked up within 24 hours, or at once with
+`az functionapp restart`; if the reference shows an access error right after the first apply,
+the role assignment was still propagating: restart the app."""
+
+_GCP_DEAD_LETTERS = """\
+- `{runs}`: run requests the worker could not complete (attempts exhausted, malformed, unknown
+  job). Fix the cause, then `cronwarden dlq redrive --provider gcp`.
+- `{ticks}`: schedule ticks the trigger could not turn into run requests (it failed on every
+  attempt, or the tick was malformed: reason `MalformedTick`). **Do not redrive them**: a tick is
+  not a run request, and a re-published tick would carry a new publish time, i.e. the wrong
+  window. A lost window is recovered by the job's catch-up policy at its next tick, by
+  `cronwarden trigger JOB --window WINDOW --no-wait --provider gcp`, or by `cronwarden backfill`.
+  Read them with `CRONWARDEN_GCP_DEAD_LETTER_SUBSCRIPTION={ticks} cronwarden dlq list
+  --provider gcp`, then clear them with
+  `gcloud pubsub subscriptions seek {ticks} --time="$(date -u +%Y-%m-%dT%H:%M:%SZ)"`.
+
+Each has a Cloud Monitoring alert (`notification_channels`)."""
+
+
+_GCP_PULL = """\
+Rendered with `--gcp-worker pull`: there is no worker function. Run requests wait on the pull
+subscription `{subscription}` (same dead-letter and retry policies as a push subscription)
+for the pull worker, which you host: a long-running process with CPU always allocated, on GKE,
+a VM or a Cloud Run worker pool (it serves no HTTP port, so not a Cloud Run service). A pulled
+delivery stays invisible for the whole lease (the worker re-extends it past Pub/Sub's 600 s), so
+runs may last longer than a push delivery allows. It runs the same package as the functions:
+
+```bash
+terraform output -raw pull_worker_service_account   # run the host as this service account
+terraform output -json pull_worker_environment      # its environment (configuration only)
+cd function && pip install -r requirements.txt
+python -m cronwarden.adapters.gcp.serve --jobs {module} --threads 2
+```
+
+A container image for it: `FROM python:3.11-slim`, `COPY function/ /app`, `WORKDIR /app`,
+`RUN pip install --no-cache-dir -r requirements.txt`,
+`CMD ["python", "-m", "cronwarden.adapters.gcp.serve", "--jobs", "{module}", "--threads", "2"]`.
+The service account may pull and settle (subscriber on the subscription), publish run requests
+and dead letters, and use Firestore; nothing else. SIGTERM stops it cleanly (running handlers
+are asked to stop cooperatively and their deliveries are retried). Run two or more replicas for
+availability: a delivery is leased to one worker at a time, and the run record dedupes
+redeliveries."""
+
+
 def root_readme(
     provider: str,
     plan: Plan,
@@ -66,6 +143,7 @@ def root_readme(
     prefix: str,
     watcher_here: bool,
     watcher_only: bool,
+    gcp_worker: str = "push",
 ) -> str:
     """README.md of one rendered root module."""
     cloud = "Google Cloud" if provider == "gcp" else "Azure"
@@ -93,6 +171,25 @@ def root_readme(
     lines += ["## Deploy", "", _GCP_STEPS if provider == "gcp" else _AZURE_STEPS, ""]
     if provider == "azure" and not watcher_only:
         lines += ["## Schedules and time zones", "", _AZURE_TIMERS, ""]
+    if provider == "gcp" and gcp_worker == "pull":
+        lines += [
+            "## Pull worker",
+            "",
+            _GCP_PULL.format(module=source.import_name, subscription=f"{prefix}-worker"),
+            "",
+        ]
+    if provider == "gcp" and not watcher_only:
+        lines += [
+            "## Dead letters",
+            "",
+            _GCP_DEAD_LETTERS.format(
+                runs=f"{prefix}-worker-dead-letter", ticks=f"{prefix}-trigger-dead-letter"
+            ),
+            "",
+        ]
+    if watcher_here:
+        webhook = _GCP_WEBHOOK if provider == "gcp" else _AZURE_WEBHOOK
+        lines += ["## Alert webhook (optional)", "", webhook, ""]
     if not watcher_here:
         lines += [
             "## Watcher in the other cloud",

@@ -28,7 +28,7 @@ from cronwarden.errors import ConfigurationError
 from . import azure, files, gcp, hcl
 from .package import JobSource, job_source, write_package, zip_folder
 from .readme import root_readme, tfvars_example
-from .spec import AZURE_SKU, PROVIDERS, Plan, plan
+from .spec import AZURE_SKU, GCP_WORKERS, PROVIDERS, Plan, plan
 
 MARKER = ".cronwarden-render"
 _GENERATED = (
@@ -195,6 +195,7 @@ def _root(
     watcher_only: bool,
     wheel: Path | None,
     extra_requirements: str,
+    gcp_worker: str = "push",
 ) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     _copy_modules(provider, folder)
@@ -207,9 +208,11 @@ def _root(
             _write(folder, "outputs.tf", gcp.watcher_outputs())
         else:
             _write(folder, "variables.tf", gcp.variables(external_watcher=external))
-            main = gcp.main(prefix, the_plan, _index_config(), watcher_here=watcher_here)
+            main = gcp.main(
+                prefix, the_plan, _index_config(), watcher_here=watcher_here, worker=gcp_worker
+            )
             _write(folder, "main.tf", main)
-            _write(folder, "outputs.tf", gcp.outputs(watcher_here))
+            _write(folder, "outputs.tf", gcp.outputs(watcher_here, gcp_worker))
     else:
         _write(folder, "versions.tf", azure.versions())
         if watcher_only:
@@ -233,6 +236,7 @@ def _root(
             prefix=prefix,
             watcher_here=watcher_here,
             watcher_only=watcher_only,
+            gcp_worker=gcp_worker if provider == "gcp" and not watcher_only else "push",
         ),
         encoding="utf-8",
     )
@@ -251,13 +255,16 @@ def render(
     prefix: str = "cronwarden",
     wheel: Path | str | None = None,
     requirements: Path | str | None = None,
+    gcp_worker: str | None = None,
 ) -> Rendered:
     """Render the deployment of the jobs in ``jobs_target`` for ``provider`` into ``out``.
 
     ``watcher_provider`` (default: ``provider``) puts the liveness watcher in that cloud; when
     it differs, ``<out>/watcher/`` is a second root module. ``wheel`` vendors a cronwarden wheel
     into the package instead of pinning the released version; ``requirements`` (a requirements
-    file) is appended to the package's ``requirements.txt``. Raises
+    file) is appended to the package's ``requirements.txt``. ``gcp_worker`` (``--provider gcp``
+    only): ``push`` (default: a Cloud Function, runs up to 570 s) or ``pull`` (no worker
+    function; a pull subscription for ``python -m cronwarden.adapters.gcp.serve``). Raises
     :class:`~cronwarden.errors.CronwardenError` subclasses with one clear sentence.
     """
     from cronwarden.config import load_module
@@ -268,6 +275,11 @@ def render(
     watcher = watcher_provider or provider
     if watcher not in PROVIDERS:
         raise ConfigurationError(f"unknown watcher provider {watcher!r}; choose gcp or azure")
+    if gcp_worker is not None and provider != "gcp":
+        raise ConfigurationError("--gcp-worker applies only to --provider gcp (the jobs' cloud)")
+    worker = gcp_worker or "push"
+    if worker not in GCP_WORKERS:
+        raise ConfigurationError(f"unknown --gcp-worker {worker!r}; choose push or pull")
     if not prefix.replace("-", "").isalnum() or not prefix[:1].isalpha() or len(prefix) > 12:
         raise ConfigurationError(
             f"--name {prefix!r}: use up to 12 lowercase letters, digits and '-', starting with "
@@ -284,7 +296,9 @@ def render(
             raise ConfigurationError(f"--requirements {requirements}: {exc.strerror}") from None
     module = load_module(jobs_target)
     jobs = JobSet.from_module(module)
-    the_plan = plan(jobs, tuple(dict.fromkeys([provider, watcher])))
+    the_plan = plan(
+        jobs, tuple(dict.fromkeys([provider, watcher])), jobs_on=provider, gcp_worker=worker
+    )
     source = job_source(jobs_target, module)
     target = Path(out)
     _prepare(target)
@@ -299,6 +313,7 @@ def render(
         watcher_only=False,
         wheel=wheel_path,
         extra_requirements=extra,
+        gcp_worker=worker,
     )
     if watcher != provider:
         roots.append(target / "watcher")

@@ -6,7 +6,11 @@ and strings, ready for Terraform) and refuses, with one clear sentence, what a c
 * every cron must be expressible in Cloud Scheduler's and NCRONTAB's dialect (no ``L``, ``W``,
   ``#``, ``?``); for Azure it must also translate to one UTC NCRONTAB expression
   (:func:`~cronwarden.deploy.ncrontab.utc_ncrontab`);
-* GCP: the worker is an HTTP function, at most 60 minutes per request;
+* GCP: the worker is pushed each run request by a Pub/Sub push subscription, whose ack
+  deadline (at most 600 s) bounds the delivery and cannot be extended, so a job's max runtime
+  plus the margin must fit in it (:data:`GCP_PUSH_MAX_RUNTIME`, 570 s); longer jobs need the
+  pull worker (``--gcp-worker pull``: ``python -m cronwarden.adapters.gcp.serve`` on a
+  long-running host, whose deliveries are kept invisible for the whole lease);
 * Azure: the function app runs on a dedicated plan with Always On (the consumption and Elastic
   Premium plans need a key-based content share, and cronwarden renders no secret), so runs are
   not cut at 10 minutes; Service Bus locks are renewed past their 5-minute maximum.
@@ -28,12 +32,14 @@ from cronwarden.jobs import JobSet
 from .ncrontab import check_portable, utc_ncrontab
 
 PROVIDERS = ("gcp", "azure")
+GCP_WORKERS = ("push", "pull")  #: how the GCP worker receives run requests
 MARGIN_SECONDS = 30  #: added to the longest max runtime for ack deadlines and host timeouts
-GCP_MAX_FUNCTION_SECONDS = 3600
 AZURE_SKU = "B1"  #: default dedicated plan (Always On keeps timers firing)
 PUBSUB_MIN_ATTEMPTS, PUBSUB_MAX_ATTEMPTS = 5, 100
 PUBSUB_MAX_BACKOFF = 600
 PUBSUB_MAX_ACK_DEADLINE = 600
+#: the longest max runtime a push delivery carries: its ack deadline, less the margin
+GCP_PUSH_MAX_RUNTIME = PUBSUB_MAX_ACK_DEADLINE - MARGIN_SECONDS
 SERVICEBUS_MAX_LOCK_SECONDS = 300
 
 
@@ -98,9 +104,19 @@ def _seconds(value: DurationLike | None, what: str) -> int:
     return max(0, int(delta.total_seconds()))
 
 
-def plan(jobs: JobSet, providers: tuple[str, ...] | list[str]) -> Plan:
+def plan(
+    jobs: JobSet,
+    providers: tuple[str, ...] | list[str],
+    *,
+    jobs_on: str | None = None,
+    gcp_worker: str = "push",
+) -> Plan:
     """The :class:`Plan` for deploying ``jobs`` with the given providers (jobs and watcher).
 
+    ``jobs_on`` is the provider that runs the jobs (default: the first of ``providers``); its
+    runtime limits and clamps apply, not those of a cloud that only hosts the watcher.
+    ``gcp_worker`` is ``push`` (a Cloud Function, at most :data:`GCP_PUSH_MAX_RUNTIME` per
+    run) or ``pull`` (the pull worker: no such bound).
     Raises :class:`InvalidJobDefinition` naming the job when a cloud cannot run it.
     """
     if not len(jobs):
@@ -108,6 +124,11 @@ def plan(jobs: JobSet, providers: tuple[str, ...] | list[str]) -> Plan:
     unknown = [p for p in providers if p not in PROVIDERS]
     if unknown:
         raise InvalidJobDefinition(f"unknown provider {unknown[0]!r}; choose gcp or azure")
+    runs_on = jobs_on or (providers[0] if providers else "")
+    if runs_on not in PROVIDERS:
+        raise InvalidJobDefinition(f"unknown provider {runs_on!r}; choose gcp or azure")
+    if gcp_worker not in GCP_WORKERS:
+        raise InvalidJobDefinition(f"unknown GCP worker {gcp_worker!r}; choose push or pull")
     specs: list[JobSpec] = []
     notes: list[str] = []
     for job in jobs:
@@ -121,15 +142,18 @@ def plan(jobs: JobSet, providers: tuple[str, ...] | list[str]) -> Plan:
         except InvalidJobDefinition as exc:
             raise InvalidJobDefinition(f"job {job.name!r}: {exc}") from None
         runtime = _seconds(job.max_runtime, f"{job.name}: max_runtime")
-        if "gcp" in providers and runtime + MARGIN_SECONDS > GCP_MAX_FUNCTION_SECONDS:
+        if runs_on == "gcp" and gcp_worker == "push" and runtime > GCP_PUSH_MAX_RUNTIME:
             raise InvalidJobDefinition(
-                f"job {job.name!r}: max_runtime {runtime}s does not fit a Cloud Functions HTTP "
-                f"request (at most {GCP_MAX_FUNCTION_SECONDS - MARGIN_SECONDS}s with the margin)"
+                f"job {job.name!r}: max_runtime {runtime}s is over the {GCP_PUSH_MAX_RUNTIME}s "
+                "a Pub/Sub push delivery can carry on GCP (its ack deadline is at most "
+                f"{PUBSUB_MAX_ACK_DEADLINE}s and cannot be extended); render with --gcp-worker "
+                "pull to run the pull worker `python -m cronwarden.adapters.gcp.serve` (GKE, a "
+                "VM or a Cloud Run worker pool) instead (docs/deploy-gcp.md)"
             )
         attempts = job.retry.max_attempts
         lo = _seconds(job.retry.min_backoff, f"{job.name}: retry.min_backoff")
         hi = _seconds(job.retry.max_backoff, f"{job.name}: retry.max_backoff")
-        if "gcp" in providers:
+        if runs_on == "gcp":
             if attempts < PUBSUB_MIN_ATTEMPTS:
                 notes.append(
                     f"{job.name}: Pub/Sub dead-letter policies need at least "
@@ -141,13 +165,7 @@ def plan(jobs: JobSet, providers: tuple[str, ...] | list[str]) -> Plan:
                     f"{job.name}: Pub/Sub retry backoff is capped at {PUBSUB_MAX_BACKOFF}s "
                     f"(retry.max_backoff is {hi}s)"
                 )
-            if runtime + MARGIN_SECONDS > PUBSUB_MAX_ACK_DEADLINE:
-                notes.append(
-                    f"{job.name}: max_runtime {runtime}s exceeds Pub/Sub's 600s push ack "
-                    "deadline; a run still going after 600s is redelivered and the redelivery "
-                    "finds the run's live lease (no second run)"
-                )
-        if "azure" in providers and runtime > SERVICEBUS_MAX_LOCK_SECONDS:
+        if runs_on == "azure" and runtime > SERVICEBUS_MAX_LOCK_SECONDS:
             notes.append(
                 f"{job.name}: Service Bus locks last at most 5 minutes; the worker renews the "
                 f"lock for this {runtime}s max runtime"
@@ -169,4 +187,12 @@ def plan(jobs: JobSet, providers: tuple[str, ...] | list[str]) -> Plan:
     return Plan(tuple(specs), tuple(notes))
 
 
-__all__ = ["PROVIDERS", "JobSpec", "Plan", "plan", "schedule_setting"]
+__all__ = [
+    "GCP_PUSH_MAX_RUNTIME",
+    "GCP_WORKERS",
+    "PROVIDERS",
+    "JobSpec",
+    "Plan",
+    "plan",
+    "schedule_setting",
+]

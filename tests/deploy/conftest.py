@@ -12,13 +12,16 @@ from cronwarden.deploy.render import Rendered, render
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-#: name => (provider, example module, watcher provider)
+#: name => (provider, example module, watcher provider); GCP_WORKER: cases rendered with
+#: --gcp-worker (the nightly example runs 15 minutes: longer than a push delivery allows)
 CASES = {
-    "gcp-nightly": ("gcp", "nightly_export.py", None),
+    "gcp-quarter-hourly": ("gcp", "quarter_hourly.py", None),
+    "gcp-nightly-pull": ("gcp", "nightly_export.py", None),
     "azure-nightly": ("azure", "nightly_export.py", None),
     "gcp-quarter-hourly-azure-watcher": ("gcp", "quarter_hourly.py", "azure"),
     "azure-quarter-hourly-gcp-watcher": ("azure", "quarter_hourly.py", "gcp"),
 }
+GCP_WORKER = {"gcp-nightly-pull": "pull"}
 
 
 def terraform_or_skip() -> str:
@@ -34,7 +37,13 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Rendered]:
     """Every example case rendered once."""
     out = tmp_path_factory.mktemp("rendered")
     return {
-        name: render(provider, str(EXAMPLES / module), out / name, watcher_provider=watcher)
+        name: render(
+            provider,
+            str(EXAMPLES / module),
+            out / name,
+            watcher_provider=watcher,
+            gcp_worker=GCP_WORKER.get(name),
+        )
         for name, (provider, module, watcher) in CASES.items()
     }
 

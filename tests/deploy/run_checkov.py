@@ -25,11 +25,13 @@ from cronwarden.deploy.render import render
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CASES = {
-    "gcp-nightly": ("gcp", "nightly_export.py", None),
+    "gcp-quarter-hourly": ("gcp", "quarter_hourly.py", None),
+    "gcp-nightly-pull": ("gcp", "nightly_export.py", None),
     "azure-nightly": ("azure", "nightly_export.py", None),
     "gcp-quarter-hourly-azure-watcher": ("gcp", "quarter_hourly.py", "azure"),
     "azure-quarter-hourly-gcp-watcher": ("azure", "quarter_hourly.py", "gcp"),
 }
+GCP_WORKER = {"gcp-nightly-pull": "pull"}
 
 
 def _edit(path: Path, old: str, new: str) -> None:
@@ -60,7 +62,7 @@ def _drops_expired_messages(root: Path) -> None:
 
 #: broken case => (base case, edit, cronwarden policy that must fail)
 BROKEN: dict[str, tuple[str, Callable[[Path], None], str]] = {
-    "gcp-without-dead-letter-policy": ("gcp-nightly", _no_dead_letter_policy, "CKV2_CW_1"),
+    "gcp-without-dead-letter-policy": ("gcp-quarter-hourly", _no_dead_letter_policy, "CKV2_CW_1"),
     "azure-queue-drops-expired": ("azure-nightly", _drops_expired_messages, "CKV2_CW_3"),
 }
 
@@ -71,7 +73,11 @@ def run(work: Path) -> list[str]:
     roots: dict[str, Path] = {}
     for name, (provider, module, watcher) in CASES.items():
         roots[name] = render(
-            provider, str(EXAMPLES / module), work / name, watcher_provider=watcher
+            provider,
+            str(EXAMPLES / module),
+            work / name,
+            watcher_provider=watcher,
+            gcp_worker=GCP_WORKER.get(name),
         ).out
         started = time.monotonic()
         findings = check_checkov(roots[name], files.checkov_policies())

@@ -64,7 +64,7 @@ def test_the_shipped_modules_pass(schemas: Schemas) -> None:
 def test_unknown_argument_fails_the_schema_check(
     rendered: dict[str, Rendered], schemas: Schemas, tmp_path: Path
 ) -> None:
-    root = _copy(rendered["gcp-nightly"], tmp_path)
+    root = _copy(rendered["gcp-quarter-hourly"], tmp_path)
     push = root / "modules/gcp/push/main.tf"
     _replace(
         push,
@@ -117,14 +117,14 @@ def test_azure_mistakes_fail_the_schema_check(
 
 
 def test_module_calls_are_checked(rendered: dict[str, Rendered], tmp_path: Path) -> None:
-    root = _copy(rendered["gcp-nightly"], tmp_path)
+    root = _copy(rendered["gcp-quarter-hourly"], tmp_path)
     main = root / "main.tf"
     _replace(
         main,
         "  invoker_email = google_service_account.scheduler.email",
         "  invoker_mail = google_service_account.scheduler.email",
     )
-    _replace(main, "module.dead_letter.topic_id", "module.dead_letter.topic")
+    _replace(main, "= module.dead_letter.topic_id", "= module.dead_letter.topic")
     parsed, _ = parse(root)
     assert check_modules(parsed, root) == [
         "main.tf: module watcher_schedule: required variable 'invoker_email' is missing",
@@ -136,7 +136,7 @@ def test_module_calls_are_checked(rendered: dict[str, Rendered], tmp_path: Path)
 
 
 def test_references_are_checked(rendered: dict[str, Rendered], tmp_path: Path) -> None:
-    root = _copy(rendered["gcp-nightly"], tmp_path)
+    root = _copy(rendered["gcp-quarter-hourly"], tmp_path)
     _replace(
         root / "main.tf", "google_service_account.push.name", "google_service_account.pusher.name"
     )

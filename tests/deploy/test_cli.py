@@ -30,7 +30,7 @@ def test_render_then_check(
             "--provider",
             "gcp",
             "--jobs",
-            str(EXAMPLES / "nightly_export.py"),
+            str(EXAMPLES / "quarter_hourly.py"),
             "--out",
             str(out),
             "--watcher-provider",
@@ -41,7 +41,6 @@ def test_render_then_check(
     assert code == 0, stderr
     assert f"rendered {out} (1 job(s))" in stdout
     assert f"rendered {out / 'watcher'} (1 job(s))" in stdout
-    assert "note: nightly-export: max_runtime 900s exceeds Pub/Sub's 600s" in stderr
     code, stdout, stderr = run(["deploy", "check", str(out)], capsys)
     assert code == 0, stdout + stderr
     assert "schema: ok" in stdout and f"ok: {out}" in stdout
@@ -75,6 +74,11 @@ def test_render_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtur
         ["deploy", "render", "-p", "gcp", "-j", str(tmp_path / "missing.py"), "-o", "x"], capsys
     )
     assert code == 2 and "does not exist" in stderr and len(stderr.strip().splitlines()) == 1
+    nightly = str(EXAMPLES / "nightly_export.py")
+    code, _, stderr = run(["deploy", "render", "-p", "gcp", "-j", nightly, "-o", "x"], capsys)
+    assert code == 2 and len(stderr.strip().splitlines()) == 1
+    assert stderr.startswith("error: job 'nightly-export': max_runtime 900s is over the 570s")
+    assert "python -m cronwarden.adapters.gcp.serve" in stderr
 
 
 def test_import_cronwarden_does_not_import_deploy() -> None:

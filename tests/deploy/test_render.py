@@ -65,16 +65,16 @@ def test_modules_are_verbatim_copies(case: str, rendered: dict[str, Rendered]) -
 
 
 def test_function_packages(rendered: dict[str, Rendered]) -> None:
-    gcp = rendered["gcp-nightly"].out / "function"
+    gcp = rendered["gcp-quarter-hourly"].out / "function"
     assert sorted(p.name for p in gcp.iterdir()) == [
         "main.py",
-        "nightly_export.py",
+        "quarter_hourly.py",
         "requirements.txt",
     ]
     assert f"cronwarden[gcp]=={cronwarden.__version__}" in (gcp / "requirements.txt").read_text()
     main = (gcp / "main.py").read_text()
     assert "from cronwarden.adapters.gcp.functions import make_functions" in main
-    assert "import nightly_export as jobs_module" in main
+    assert "import quarter_hourly as jobs_module" in main
     assert "trigger, worker, watcher = make_functions(jobs_module)" in main
     azure = rendered["azure-nightly"].out / "function"
     assert sorted(p.name for p in azure.iterdir()) == [
@@ -89,19 +89,18 @@ def test_function_packages(rendered: dict[str, Rendered]) -> None:
     app = (azure / "function_app.py").read_text()
     assert "from cronwarden.adapters.azure.functions import build_app" in app
     assert "app = build_app(jobs_module)" in app
-    for package in (gcp, azure):
-        copy = (package / "nightly_export.py").read_bytes()
-        assert copy == (EXAMPLES / "nightly_export.py").read_bytes()
+    for package, module in ((gcp, "quarter_hourly.py"), (azure, "nightly_export.py")):
+        assert (package / module).read_bytes() == (EXAMPLES / module).read_bytes()
     for entry in (gcp / "main.py", azure / "function_app.py"):
         py_compile.compile(str(entry), doraise=True)  # compiles; never imported here
 
 
 def test_zip_is_reproducible(rendered: dict[str, Rendered], tmp_path: Path) -> None:
-    again = render("gcp", str(EXAMPLES / "nightly_export.py"), tmp_path / "again")
-    first = (rendered["gcp-nightly"].out / "function.zip").read_bytes()
+    again = render("gcp", str(EXAMPLES / "quarter_hourly.py"), tmp_path / "again")
+    first = (rendered["gcp-quarter-hourly"].out / "function.zip").read_bytes()
     assert (again.out / "function.zip").read_bytes() == first
     with zipfile.ZipFile(again.out / "function.zip") as archive:
-        assert sorted(archive.namelist()) == ["main.py", "nightly_export.py", "requirements.txt"]
+        assert sorted(archive.namelist()) == ["main.py", "quarter_hourly.py", "requirements.txt"]
 
 
 def test_rerender_keeps_terraform_state(tmp_path: Path) -> None:
@@ -119,7 +118,7 @@ def test_rerender_keeps_terraform_state(tmp_path: Path) -> None:
 def test_refuses_a_foreign_folder(tmp_path: Path) -> None:
     (tmp_path / "precious.txt").write_text("mine")
     with pytest.raises(ConfigurationError, match="not empty and was not rendered by cronwarden"):
-        render("gcp", str(EXAMPLES / "nightly_export.py"), tmp_path)
+        render("gcp", str(EXAMPLES / "quarter_hourly.py"), tmp_path)
 
 
 def test_vendored_wheel(tmp_path: Path) -> None:
@@ -151,15 +150,61 @@ def test_refuses_dom_and_dow_on_azure_only(tmp_path: Path) -> None:
         render("gcp", target, tmp_path / "w", watcher_provider="azure")
 
 
-def test_refuses_runs_longer_than_a_cloud_function(tmp_path: Path) -> None:
+def test_refuses_runs_longer_than_a_push_delivery(tmp_path: Path) -> None:
+    """A push delivery is bounded by the subscription's ack deadline (<= 600 s, not
+    extendable): max_runtime + the 30 s margin must fit, so 570 s is the most on GCP."""
+    fits = _jobs_file(
+        tmp_path,
+        '@cronwarden.job("fits", cron="0 3 * * *", max_runtime="570s")\ndef fits(ctx): ...\n',
+        name="fits.py",
+    )
+    result = render("gcp", fits, tmp_path / "fits")
+    assert result.plan.longest_runtime == 570
     target = _jobs_file(
         tmp_path,
-        '@cronwarden.job("long", cron="0 3 * * *", max_runtime="2h")\ndef long(ctx): ...\n',
+        '@cronwarden.job("long", cron="0 3 * * *", max_runtime="571s")\ndef long(ctx): ...\n',
     )
-    with pytest.raises(InvalidJobDefinition, match="does not fit a Cloud Functions HTTP request"):
+    with pytest.raises(InvalidJobDefinition) as refused:
         render("gcp", target, tmp_path / "g")
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith("job 'long': max_runtime 571s is over the 570s a Pub/Sub push")
+    assert "--gcp-worker pull" in message
+    assert "python -m cronwarden.adapters.gcp.serve" in message
+    assert not (tmp_path / "g").exists()  # refused before anything is written
     result = render("azure", target, tmp_path / "a")  # a dedicated plan: no 10-minute limit
     assert 'default     = "B1"' in (result.out / "variables.tf").read_text()
+    # Only the cloud running the jobs limits them: a GCP-hosted watcher does not.
+    watched = render("azure", target, tmp_path / "w", watcher_provider="gcp")
+    assert (watched.out / "watcher" / "main.tf").exists()
+    assert not any("Pub/Sub" in note for note in watched.plan.notes)
+
+
+def test_the_nightly_example_needs_the_pull_worker_on_gcp(
+    tmp_path: Path, rendered: dict[str, Rendered]
+) -> None:
+    with pytest.raises(InvalidJobDefinition, match="job 'nightly-export': max_runtime 900s"):
+        render("gcp", str(EXAMPLES / "nightly_export.py"), tmp_path / "g")
+    pull = rendered["gcp-nightly-pull"]  # --gcp-worker pull: no per-delivery bound
+    main = (pull.out / "main.tf").read_text()
+    assert 'module "worker"' not in main and 'module "trigger"' in main
+    assert 'resource "google_service_account" "pull_worker"' in main
+    runs = main[main.index('module "runs"') :]
+    runs = runs[: runs.index("\n}\n")]
+    assert "push_endpoint" not in runs and "subscribers" in runs
+    assert "worker = google_service_account.pull_worker.member" in runs
+    readme = (pull.out / "README.md").read_text()
+    assert "python -m cronwarden.adapters.gcp.serve --jobs nightly_export" in readme
+    outputs = (pull.out / "outputs.tf").read_text()
+    assert "pull_worker_environment" in outputs and "worker_url" not in outputs
+
+
+def test_gcp_worker_option_is_checked(tmp_path: Path) -> None:
+    target = str(EXAMPLES / "quarter_hourly.py")
+    with pytest.raises(ConfigurationError, match="--gcp-worker applies only to --provider gcp"):
+        render("azure", target, tmp_path / "a", gcp_worker="pull")
+    with pytest.raises(ConfigurationError, match="unknown --gcp-worker 'poll'"):
+        render("gcp", target, tmp_path / "b", gcp_worker="poll")
 
 
 def test_clamps_pubsub_attempts_with_a_note(tmp_path: Path) -> None:

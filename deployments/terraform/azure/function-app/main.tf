@@ -1,7 +1,9 @@
 # The Linux Function App (Python, azure-functions v2 programming model) with a system-assigned
 # identity, Application Insights, and its data-plane role assignments. App settings carry
 # configuration only: connections are identity-based (AzureWebJobsStorage__accountName,
-# ServiceBusConnection__fullyQualifiedNamespace), never keys or connection strings.
+# ServiceBusConnection__fullyQualifiedNamespace), never keys or connection strings. A credential
+# the app needs (the watcher's webhook URL) is a Key Vault reference resolved by the platform with
+# the app's identity: Terraform holds only the vault and the secret's name, never the value.
 
 terraform {
   required_version = ">= 1.5"
@@ -57,6 +59,19 @@ variable "app_settings" {
   validation {
     condition     = alltrue([for k in keys(var.app_settings) : !can(regex("(?i)(password|secret|accountkey|sharedaccesskey|connectionstring)", k))])
     error_message = "No secrets in app settings: use identity-based connections."
+  }
+}
+
+variable "key_vault_secret_settings" {
+  description = "App setting => Key Vault secret (vault resource id, secret name): the setting is a Key Vault reference, resolved with the app's system-assigned identity, which gets Key Vault Secrets User on that secret only (the vault must use Azure RBAC). The value never passes through Terraform."
+  type = map(object({
+    key_vault_id = string
+    secret_name  = string
+  }))
+  default = {}
+  validation {
+    condition     = alltrue([for s in values(var.key_vault_secret_settings) : can(regex("^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft.KeyVault/vaults/[^/]+$", s.key_vault_id))])
+    error_message = "key_vault_id is a vault's resource id: /subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.KeyVault/vaults/<name>."
   }
 }
 
@@ -132,11 +147,27 @@ resource "azurerm_linux_function_app" "this" {
     }
   }
 
-  app_settings = merge(var.app_settings, {
+  app_settings = merge(var.app_settings, local.key_vault_references, {
     AzureWebJobsFeatureFlags       = "EnableWorkerIndexing"
     SCM_DO_BUILD_DURING_DEPLOYMENT = "true"
     ENABLE_ORYX_BUILD              = "true"
   })
+}
+
+locals {
+  # @Microsoft.KeyVault(VaultName=...;SecretName=...): versionless, so a new secret version is
+  # picked up when the platform refreshes references (within 24 h, or on restart).
+  key_vault_references = {
+    for setting, s in var.key_vault_secret_settings :
+    setting => "@Microsoft.KeyVault(VaultName=${element(split("/", s.key_vault_id), 8)};SecretName=${s.secret_name})"
+  }
+}
+
+resource "azurerm_role_assignment" "key_vault_secret" {
+  for_each             = var.key_vault_secret_settings
+  scope                = "${each.value.key_vault_id}/secrets/${each.value.secret_name}"
+  role_definition_name = "Key Vault Secrets User"
+  principal_id         = azurerm_linux_function_app.this.identity[0].principal_id
 }
 
 # The host keeps timer-trigger locks and leases in blobs and queues of its storage account;

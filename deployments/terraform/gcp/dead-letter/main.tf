@@ -1,6 +1,8 @@
 # The dead-letter topic and its subscription (kept for `retention`, read by the watcher and by
 # `cronwarden dlq`). The Pub/Sub service agent must be allowed to publish here, or the broker's
-# dead-lettering fails silently; the worker publishes here too (malformed requests).
+# dead-lettering fails silently; the functions that dead-letter explicitly publish here too (the
+# worker: malformed requests, exhausted attempts; the trigger, on its own tick dead-letter topic:
+# malformed ticks).
 
 terraform {
   required_version = ">= 1.5"
@@ -36,7 +38,7 @@ variable "pubsub_service_agent" {
 }
 
 variable "publishers" {
-  description = "Label => member that publishes dead letters itself (the worker)."
+  description = "Label => member that publishes dead letters itself (the worker, or the trigger)."
   type        = map(string)
   default     = {}
 }
@@ -53,7 +55,7 @@ variable "labels" {
 }
 
 resource "google_pubsub_topic" "this" {
-  # checkov:skip=CKV_GCP_83:Run requests carry a job name and a window, nothing sensitive; Google-managed encryption applies.
+  # checkov:skip=CKV_GCP_83:Dead letters are run requests and schedule ticks (a job name and a window), nothing sensitive; Google-managed encryption applies.
   project                    = var.project
   name                       = var.topic_name
   labels                     = var.labels

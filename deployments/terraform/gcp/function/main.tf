@@ -2,6 +2,8 @@
 # it except the identities in `invokers` (Pub/Sub push and Cloud Scheduler OIDC identities):
 # there is no allUsers / allAuthenticatedUsers binding, and ingress is internal-only by default
 # (Pub/Sub push and Cloud Scheduler in the same project count as internal traffic).
+# Credentials (the watcher's webhook URL) come from Secret Manager as secret environment
+# variables: Terraform holds only the secret's id, never its value.
 
 terraform {
   required_version = ">= 1.5"
@@ -83,6 +85,15 @@ variable "environment" {
   default     = {}
 }
 
+variable "secret_environment" {
+  description = "Environment variable => Secret Manager secret (id in var.project) and version, read by the function's own service account (granted roles/secretmanager.secretAccessor on that secret). The value never passes through Terraform."
+  type = map(object({
+    secret  = string
+    version = string
+  }))
+  default = {}
+}
+
 variable "invokers" {
   description = "Label => IAM member allowed to invoke the function (roles/run.invoker); labels are static so members may be unknown until apply."
   type        = map(string)
@@ -131,7 +142,29 @@ resource "google_cloudfunctions2_function" "this" {
     all_traffic_on_latest_revision = true
     service_account_email          = google_service_account.this.email
     environment_variables          = var.environment
+
+    dynamic "secret_environment_variables" {
+      for_each = var.secret_environment
+      content {
+        key        = secret_environment_variables.key
+        project_id = var.project
+        secret     = secret_environment_variables.value.secret
+        version    = secret_environment_variables.value.version
+      }
+    }
   }
+
+  depends_on = [google_secret_manager_secret_iam_member.secret_accessor]
+}
+
+# Only this function's identity may read its secrets (granted before the function deploys, so
+# its first instance can resolve them).
+resource "google_secret_manager_secret_iam_member" "secret_accessor" {
+  for_each  = var.secret_environment
+  project   = var.project
+  secret_id = each.value.secret
+  role      = "roles/secretmanager.secretAccessor"
+  member    = google_service_account.this.member
 }
 
 resource "google_cloud_run_v2_service_iam_member" "invoker" {

@@ -26,6 +26,12 @@ variable "notification_channels" {
   default     = []
 }
 
+variable "documentation" {
+  description = "What the alert tells the person paged (markdown)."
+  type        = string
+  default     = "Run requests were dead-lettered. Inspect them with `cronwarden dlq list --provider gcp`, fix the cause, then `cronwarden dlq redrive --provider gcp`."
+}
+
 resource "google_monitoring_alert_policy" "dead_letters" {
   project               = var.project
   display_name          = "cronwarden: dead letters waiting in ${var.dead_letter_subscription}"
@@ -48,6 +54,6 @@ resource "google_monitoring_alert_policy" "dead_letters" {
 
   documentation {
     mime_type = "text/markdown"
-    content   = "Run requests were dead-lettered. Inspect them with `cronwarden dlq list --provider gcp`, fix the cause, then `cronwarden dlq redrive --provider gcp`."
+    content   = var.documentation
   }
 }

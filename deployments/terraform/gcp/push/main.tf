@@ -1,6 +1,7 @@
 # A topic and our own push subscription to a function, with a dead-letter policy, a retry policy,
 # an ack deadline and OIDC push authentication. (Eventarc's own subscription for a function
-# trigger cannot carry a dead-letter policy: DESIGN §4.)
+# trigger cannot carry a dead-letter policy: DESIGN §4.) Without a push endpoint the subscription
+# is a pull subscription, read by the `subscribers` (the pull worker), with the same policies.
 
 terraform {
   required_version = ">= 1.5"
@@ -25,13 +26,15 @@ variable "subscription_name" {
 }
 
 variable "push_endpoint" {
-  description = "The function's HTTPS URL."
+  description = "The function's HTTPS URL; null: a pull subscription."
   type        = string
+  default     = null
 }
 
 variable "push_service_account_email" {
   description = "Identity whose OIDC token Pub/Sub attaches to each push (must hold run.invoker on the function)."
   type        = string
+  default     = null
 }
 
 variable "dead_letter_topic_id" {
@@ -75,6 +78,12 @@ variable "publishers" {
   default     = {}
 }
 
+variable "subscribers" {
+  description = "Label => member that pulls from the subscription (the pull worker)."
+  type        = map(string)
+  default     = {}
+}
+
 variable "labels" {
   type    = map(string)
   default = {}
@@ -95,11 +104,14 @@ resource "google_pubsub_subscription" "this" {
   ack_deadline_seconds       = var.ack_deadline_seconds
   message_retention_duration = "604800s"
 
-  push_config {
-    push_endpoint = var.push_endpoint
-    oidc_token {
-      service_account_email = var.push_service_account_email
-      audience              = var.push_endpoint
+  dynamic "push_config" {
+    for_each = var.push_endpoint == null ? [] : [var.push_endpoint]
+    content {
+      push_endpoint = push_config.value
+      oidc_token {
+        service_account_email = var.push_service_account_email
+        audience              = push_config.value
+      }
     }
   }
 
@@ -124,6 +136,14 @@ resource "google_pubsub_subscription_iam_member" "service_agent_subscriber" {
   subscription = google_pubsub_subscription.this.name
   role         = "roles/pubsub.subscriber"
   member       = "serviceAccount:${var.pubsub_service_agent}"
+}
+
+resource "google_pubsub_subscription_iam_member" "subscriber" {
+  for_each     = var.subscribers
+  project      = var.project
+  subscription = google_pubsub_subscription.this.name
+  role         = "roles/pubsub.subscriber"
+  member       = each.value
 }
 
 resource "google_pubsub_topic_iam_member" "publisher" {

@@ -25,6 +25,7 @@ locals {
     CRONWARDEN_AZURE_TABLE                        = module.base.table_name
     CRONWARDEN_SERVICEBUS_NAMESPACE               = local.servicebus_fqdn
     CRONWARDEN_SERVICEBUS_QUEUE                   = "cronwarden-runs"
+    CRONWARDEN_SERVICEBUS_MAX_DELIVERIES          = tostring(module.settings.servicebus.max_delivery_count)
     ServiceBusConnection__fullyQualifiedNamespace = local.servicebus_fqdn
     CRONWARDEN_WATCHER_SCHEDULE                   = var.watcher_schedule
   }
@@ -47,15 +48,16 @@ module "base" {
 
 # Per job: CRONWARDEN_SCHEDULE_<JOB> = NCRONTAB in UTC (see README.md).
 module "app" {
-  source               = "./modules/azure/function-app"
-  name                 = local.function_app
-  resource_group_name  = module.base.resource_group_name
-  location             = var.location
-  sku_name             = var.sku_name
-  storage_account_name = module.base.storage_account_name
-  storage_account_id   = module.base.storage_account_id
-  app_settings         = merge(local.app_settings, module.settings.schedule_settings)
-  tags                 = var.tags
+  source                    = "./modules/azure/function-app"
+  name                      = local.function_app
+  resource_group_name       = module.base.resource_group_name
+  location                  = var.location
+  sku_name                  = var.sku_name
+  storage_account_name      = module.base.storage_account_name
+  storage_account_id        = module.base.storage_account_id
+  app_settings              = merge(local.app_settings, module.settings.schedule_settings)
+  key_vault_secret_settings = { for setting, vault in { CRONWARDEN_WEBHOOK_URL = var.webhook_key_vault_id } : setting => { key_vault_id = vault, secret_name = var.webhook_secret_name } if vault != "" }
+  tags                      = var.tags
 }
 
 module "servicebus" {

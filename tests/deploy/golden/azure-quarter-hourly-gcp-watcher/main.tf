@@ -25,6 +25,7 @@ locals {
     CRONWARDEN_AZURE_TABLE                        = module.base.table_name
     CRONWARDEN_SERVICEBUS_NAMESPACE               = local.servicebus_fqdn
     CRONWARDEN_SERVICEBUS_QUEUE                   = "cronwarden-runs"
+    CRONWARDEN_SERVICEBUS_MAX_DELIVERIES          = tostring(module.settings.servicebus.max_delivery_count)
     ServiceBusConnection__fullyQualifiedNamespace = local.servicebus_fqdn
     CRONWARDEN_WATCHER_SCHEDULE                   = var.watcher_schedule
   }

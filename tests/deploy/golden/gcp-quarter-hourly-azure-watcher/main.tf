@@ -26,6 +26,7 @@ locals {
     "monitoring.googleapis.com",
     "pubsub.googleapis.com",
     "run.googleapis.com",
+    "secretmanager.googleapis.com",
     "storage.googleapis.com",
     "artifactregistry.googleapis.com",
   ]
@@ -43,6 +44,10 @@ locals {
     CRONWARDEN_GCP_CREATE_MISSING           = "false"
     CRONWARDEN_FIRESTORE_DATABASE           = module.state.database
     CRONWARDEN_FIRESTORE_PREFIX             = "cw_"
+  }
+  trigger_environment = {
+    CRONWARDEN_GCP_DEAD_LETTER_TOPIC        = "cronwarden-schedule-dead-letter"
+    CRONWARDEN_GCP_DEAD_LETTER_SUBSCRIPTION = "cronwarden-trigger-dead-letter"
   }
 }
 
@@ -112,7 +117,7 @@ module "trigger" {
   source_bucket   = google_storage_bucket.source.name
   source_object   = google_storage_bucket_object.source.name
   timeout_seconds = 60
-  environment     = local.environment
+  environment     = merge(local.environment, local.trigger_environment)
   invokers = {
     pubsub = google_service_account.push.member
   }
@@ -152,6 +157,22 @@ module "dead_letter" {
   depends_on = [google_project_service.apis]
 }
 
+# Dead ticks: the trigger's subscription dead-letters here, and the trigger publishes
+# malformed ticks here itself (MalformedTick). Not redriven: a lost tick is recovered
+# by catch-up, `cronwarden trigger --window` or `cronwarden backfill` (README.md).
+module "tick_dead_letter" {
+  source               = "./modules/gcp/dead-letter"
+  project              = var.project
+  topic_name           = "cronwarden-schedule-dead-letter"
+  subscription_name    = "cronwarden-trigger-dead-letter"
+  pubsub_service_agent = local.pubsub_service_agent
+  publishers = {
+    trigger = module.trigger.service_account_member
+  }
+  labels     = var.labels
+  depends_on = [google_project_service.apis]
+}
+
 module "schedule" {
   source                     = "./modules/gcp/push"
   project                    = var.project
@@ -159,7 +180,7 @@ module "schedule" {
   subscription_name          = "cronwarden-trigger"
   push_endpoint              = module.trigger.uri
   push_service_account_email = google_service_account.push.email
-  dead_letter_topic_id       = module.dead_letter.topic_id
+  dead_letter_topic_id       = module.tick_dead_letter.topic_id
   max_delivery_attempts      = 5
   ack_deadline_seconds       = 90
   minimum_backoff            = "10s"
@@ -346,5 +367,14 @@ module "monitoring" {
   project                  = var.project
   dead_letter_subscription = module.dead_letter.subscription_name
   notification_channels    = var.notification_channels
+  depends_on               = [google_project_service.apis]
+}
+
+module "tick_monitoring" {
+  source                   = "./modules/gcp/monitoring"
+  project                  = var.project
+  dead_letter_subscription = module.tick_dead_letter.subscription_name
+  notification_channels    = var.notification_channels
+  documentation            = "Schedule ticks were dead-lettered: the trigger failed on every attempt (Pub/Sub or Firestore trouble), or a tick was malformed (reason MalformedTick: check the Cloud Scheduler job's message). Do not redrive them: a tick is not a run request. Recover a lost window with the job's catch-up policy (its next tick), `cronwarden trigger JOB --window WINDOW --no-wait --provider gcp` or `cronwarden backfill`. Read them with `CRONWARDEN_GCP_DEAD_LETTER_SUBSCRIPTION=cronwarden-trigger-dead-letter cronwarden dlq list --provider gcp`, then clear them with `gcloud pubsub subscriptions seek cronwarden-trigger-dead-letter --time=\"$(date -u +%Y-%m-%dT%H:%M:%SZ)\"`."
   depends_on               = [google_project_service.apis]
 }

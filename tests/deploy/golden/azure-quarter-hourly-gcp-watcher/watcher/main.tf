@@ -11,6 +11,7 @@ locals {
     "monitoring.googleapis.com",
     "pubsub.googleapis.com",
     "run.googleapis.com",
+    "secretmanager.googleapis.com",
     "storage.googleapis.com",
     "artifactregistry.googleapis.com",
   ]
@@ -61,16 +62,17 @@ resource "google_service_account" "scheduler" {
 }
 
 module "watcher" {
-  source          = "./modules/gcp/function"
-  project         = var.project
-  region          = var.region
-  name            = "cronwarden-watcher"
-  description     = "cronwarden liveness watcher (jobs on Azure)"
-  entry_point     = "watcher"
-  source_bucket   = google_storage_bucket.source.name
-  source_object   = google_storage_bucket_object.source.name
-  timeout_seconds = 120
-  environment     = local.environment
+  source             = "./modules/gcp/function"
+  project            = var.project
+  region             = var.region
+  name               = "cronwarden-watcher"
+  description        = "cronwarden liveness watcher (jobs on Azure)"
+  entry_point        = "watcher"
+  source_bucket      = google_storage_bucket.source.name
+  source_object      = google_storage_bucket_object.source.name
+  timeout_seconds    = 120
+  environment        = local.environment
+  secret_environment = { for key, id in { CRONWARDEN_WEBHOOK_URL = var.webhook_secret } : key => { secret = id, version = "latest" } if id != "" }
   invokers = {
     scheduler = google_service_account.scheduler.member
   }

@@ -40,3 +40,13 @@ variable "labels" {
   type        = map(string)
   default     = {}
 }
+
+variable "webhook_secret" {
+  description = "Secret Manager secret id (in var.project) holding the watcher's webhook URL, exposed to the watcher as CRONWARDEN_WEBHOOK_URL; empty: alerts go to the logs only. Create the secret and its version outside Terraform (README.md): the URL is a credential and never enters the state."
+  type        = string
+  default     = ""
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_-]{0,255}$", var.webhook_secret))
+    error_message = "webhook_secret is the id of a Secret Manager secret (e.g. cronwarden-webhook), not the URL itself."
+  }
+}

@@ -34,13 +34,14 @@ module "base" {
 }
 
 module "app" {
-  source               = "./modules/azure/function-app"
-  name                 = local.function_app
-  resource_group_name  = module.base.resource_group_name
-  location             = var.location
-  sku_name             = var.sku_name
-  storage_account_name = module.base.storage_account_name
-  storage_account_id   = module.base.storage_account_id
-  app_settings         = local.app_settings
-  tags                 = var.tags
+  source                    = "./modules/azure/function-app"
+  name                      = local.function_app
+  resource_group_name       = module.base.resource_group_name
+  location                  = var.location
+  sku_name                  = var.sku_name
+  storage_account_name      = module.base.storage_account_name
+  storage_account_id        = module.base.storage_account_id
+  app_settings              = local.app_settings
+  key_vault_secret_settings = { for setting, vault in { CRONWARDEN_WEBHOOK_URL = var.webhook_key_vault_id } : setting => { key_vault_id = vault, secret_name = var.webhook_secret_name } if vault != "" }
+  tags                      = var.tags
 }

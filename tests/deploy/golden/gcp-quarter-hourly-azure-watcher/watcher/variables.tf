@@ -45,6 +45,22 @@ variable "tags" {
   default     = {}
 }
 
+variable "webhook_key_vault_id" {
+  description = "Resource id of the Key Vault (Azure RBAC) holding the watcher's webhook URL, referenced by the app setting CRONWARDEN_WEBHOOK_URL; empty: alerts go to the logs only. Put the secret in the vault outside Terraform (README.md): the URL is a credential and never enters the state."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.webhook_key_vault_id == "" || can(regex("^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/Microsoft.KeyVault/vaults/[^/]+$", var.webhook_key_vault_id))
+    error_message = "webhook_key_vault_id is a vault's resource id (/subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.KeyVault/vaults/<name>), not the URL itself."
+  }
+}
+
+variable "webhook_secret_name" {
+  description = "Name of the Key Vault secret holding the watcher's webhook URL."
+  type        = string
+  default     = "cronwarden-webhook"
+}
+
 variable "gcp_project" {
   description = "GCP project running the jobs."
   type        = string
