@@ -26,7 +26,7 @@ ENV_FEDERATION = "CRONWARDEN_AZURE_FEDERATION"
 GOOGLE_IDENTITY_URL = (
     "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/identity"
 )
-TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"
+TOKEN_EXCHANGE_AUDIENCE = "api://AzureADTokenExchange"  # noqa: S105 - an audience, not a secret
 
 
 def google_id_token(audience: str = TOKEN_EXCHANGE_AUDIENCE, *, timeout: float = 10.0) -> str:

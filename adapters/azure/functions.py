@@ -37,6 +37,7 @@ the app's own Service Bus sender, then the original is completed (see
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -196,14 +197,14 @@ class ServiceBusWorker(Worker):
 
 def _host_actions() -> MessageActions:
     try:
-        from azurefunctions.extensions.bindings.servicebus import ServiceBusMessageActions
+        extension = importlib.import_module("azurefunctions.extensions.bindings.servicebus")
     except ImportError as exc:
         raise ConfigurationError(
             "the worker settles messages itself (autoCompleteMessages false) through the "
             "Functions host: add azurefunctions-extensions-bindings-servicebus to "
             "requirements.txt"
         ) from exc
-    actions: MessageActions = ServiceBusMessageActions.get_instance()
+    actions: MessageActions = extension.ServiceBusMessageActions.get_instance()
     return actions
 
 
@@ -376,7 +377,7 @@ def build_app(
     )
     enabled = _enabled(env)
     app = func.FunctionApp()
-    app.cronwarden_runtime = runtime
+    app.__dict__["cronwarden_runtime"] = runtime
 
     if "trigger" in enabled:
         for job in jobs:

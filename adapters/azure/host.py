@@ -82,7 +82,9 @@ class ReceiverActions:
         deadletter_error_description: str | None = None,
     ) -> None:
         delivery = self._take(message, "deadletter")
-        self.queue.dead_letter(delivery, deadletter_reason or "", deadletter_error_description or "")
+        self.queue.dead_letter(
+            delivery, deadletter_reason or "", deadletter_error_description or ""
+        )
 
     def renew_message_lock(self, message: Any) -> None:
         with self._lock:
@@ -97,8 +99,8 @@ class ReceiverActions:
 
 
 def functions_message(message: Any) -> Any:
-    """An ``azure.functions.servicebus.ServiceBusMessage`` for an SDK-received message, as the host builds
-    it (``delivery_count`` counts from 1, application properties as text)."""
+    """An ``azure.functions.servicebus.ServiceBusMessage`` for an SDK-received message, as the
+    host builds it (``delivery_count`` counts from 1, application properties as text)."""
     from azure.functions.servicebus import ServiceBusMessage
 
     props = {

@@ -202,14 +202,11 @@ class ServiceBusQueue(Queue):
         return self._dlq
 
     # -- sending ----------------------------------------------------------------------------
-    def _message(
-        self, body: bytes, properties: Mapping[str, str], message_id: str | None
-    ) -> Any:
+    def _message(self, body: bytes, properties: Mapping[str, str], message_id: str | None) -> Any:
         from azure.servicebus import ServiceBusMessage
 
-        return ServiceBusMessage(
-            body, application_properties=dict(properties) or None, message_id=message_id
-        )
+        props: dict[str | bytes, Any] = {k: v for k, v in properties.items()}
+        return ServiceBusMessage(body, application_properties=props or None, message_id=message_id)
 
     def send(
         self,

@@ -5,6 +5,7 @@ records."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections import Counter
@@ -138,7 +139,7 @@ def test_poison_job_retries_with_backoff_dead_letters_and_redrives_after_a_fix(
         d.deliver_until(lambda: d.queue.dlq_depth() == 1, what="dead letter")
         attempts = [c for c in e2e_jobs.calls("poison") if c[1] == key]
         assert [c[2] for c in attempts] == [1, 2, 3]
-        gaps = [b[3] - a[3] for a, b in zip(attempts, attempts[1:], strict=False)]
+        gaps = [b[3] - a[3] for a, b in itertools.pairwise(attempts)]
         assert all(gap >= 0.9 for gap in gaps), gaps  # scheduled re-enqueue, not instant abandon
         (dead,) = d.queue.dlq_peek(10)
         assert dead.reason == "MaxAttemptsExceeded"
