@@ -11,8 +11,12 @@ GCP (functions-framework)::
 Azure (azure-functions v2 programming model)::
 
     function_app.py    app = build_app(<jobs module>)
-    host.json          functionTimeout from the longest max runtime, extension bundle v4
-    requirements.txt   cronwarden[azure]==<version>
+    host.json          functionTimeout from the longest max runtime, extension bundle v4,
+                       Service Bus: the worker settles messages itself (autoCompleteMessages
+                       false), the host renews the lock for the whole run
+    requirements.txt   cronwarden[azure]==<version>, and where the app runs the worker the
+                       host's message-actions package (azurefunctions-extensions-bindings-
+                       servicebus): the worker settles through it
     <jobs module>
 
 The entry modules only import names the adapters provide (``cronwarden.adapters.gcp.functions
@@ -37,6 +41,9 @@ from cronwarden.errors import ConfigurationError
 from .spec import Plan
 
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+#: What the Azure worker settles messages through (``ServiceBusMessageActions``, the Functions
+#: host's settlement API); only pre-releases exist, which the ``b`` in the bound admits.
+AZURE_SETTLEMENT = "azurefunctions-extensions-bindings-servicebus>=1.0.0b2,<2"
 _RESERVED = {"main", "function_app", "cronwarden"}
 _SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 
@@ -80,11 +87,21 @@ def job_source(target: str, module: ModuleType) -> JobSource:
     return source
 
 
-def requirements(provider: str, version: str, wheel: str | None = None, extra: str = "") -> str:
+def requirements(
+    provider: str,
+    version: str,
+    wheel: str | None = None,
+    extra: str = "",
+    *,
+    settlement: bool = False,
+) -> str:
     """``requirements.txt``: cronwarden with the provider's extra, pinned (or a vendored
-    wheel), then ``extra`` (the jobs' own requirements, verbatim)."""
+    wheel), the Functions host's settlement package when ``settlement`` (an Azure app running
+    the worker), then ``extra`` (the jobs' own requirements, verbatim)."""
     pin = f"./{wheel}[{provider}]" if wheel else f"cronwarden[{provider}]=={version}"
     text = f"# Rendered by `cronwarden deploy render` (--requirements adds the jobs' own).\n{pin}\n"
+    if settlement:
+        text += f"{AZURE_SETTLEMENT}\n"
     if extra.strip():
         text += extra.rstrip("\n") + "\n"
     return text
@@ -131,7 +148,15 @@ def azure_function_app(source: JobSource) -> str:
 
 
 def host_json(plan: Plan) -> str:
-    """``host.json``: the host timeout covers the longest run; lock renewal covers it too."""
+    """``host.json``: the host timeout covers the longest run; lock renewal covers it too.
+
+    ``autoCompleteMessages`` is false, as on the worker's trigger (``build_app``): the worker
+    settles every message itself (complete, scheduled retry copy, dead-letter with the reason)
+    through the host's message actions; a host that also completed it would race the worker.
+    ``maxAutoLockRenewalDuration``: the host renews the message lock while the worker runs, up
+    to the host timeout (the queue's lock lasts at most 5 minutes); the worker also renews it
+    on every lease renewal.
+    """
     timeout = plan.host_timeout()
     doc = {
         "version": "2.0",
@@ -144,6 +169,7 @@ def host_json(plan: Plan) -> str:
             "serviceBus": {
                 "prefetchCount": 0,
                 "maxConcurrentCalls": 4,
+                "autoCompleteMessages": False,
                 "maxAutoLockRenewalDuration": timeout,
             }
         },
@@ -162,8 +188,12 @@ def write_package(
     version: str,
     wheel: Path | None = None,
     extra_requirements: str = "",
+    *,
+    worker: bool = True,
 ) -> list[Path]:
-    """Write the function package into ``folder`` (emptied first); return the files written."""
+    """Write the function package into ``folder`` (emptied first); return the files written.
+
+    ``worker``: the package's app runs the worker (false for a watcher-only app)."""
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
@@ -171,7 +201,12 @@ def write_package(
     if wheel is not None:
         wheel_name = wheel.name
         shutil.copyfile(wheel, folder / wheel_name)
-    files = {"requirements.txt": requirements(provider, version, wheel_name, extra_requirements)}
+    settlement = provider == "azure" and worker
+    files = {
+        "requirements.txt": requirements(
+            provider, version, wheel_name, extra_requirements, settlement=settlement
+        )
+    }
     if provider == "gcp":
         files["main.py"] = gcp_main(source)
     else:
@@ -202,6 +237,7 @@ def zip_folder(folder: Path, target: Path) -> str:
 
 
 __all__ = [
+    "AZURE_SETTLEMENT",
     "JobSource",
     "azure_function_app",
     "gcp_main",

@@ -226,7 +226,16 @@ def _root(
             _write(folder, "main.tf", azure.main(jobs, watcher_here=watcher_here))
             _write(folder, "outputs.tf", azure.outputs(external_watcher=external))
     package = folder / "function"
-    write_package(package, provider, the_plan, source, _version(), wheel, extra_requirements)
+    write_package(
+        package,
+        provider,
+        the_plan,
+        source,
+        _version(),
+        wheel,
+        extra_requirements,
+        worker=not watcher_only,
+    )
     zip_folder(package, folder / "function.zip")
     (folder / "README.md").write_text(
         root_readme(

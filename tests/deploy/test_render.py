@@ -18,6 +18,7 @@ import pytest
 
 import cronwarden
 from cronwarden.deploy import files
+from cronwarden.deploy.package import AZURE_SETTLEMENT
 from cronwarden.deploy.render import MARKER, Rendered, render
 from cronwarden.errors import ConfigurationError, InvalidJobDefinition
 
@@ -247,6 +248,7 @@ def test_extra_requirements(tmp_path: Path) -> None:
     text = (result.out / "function" / "requirements.txt").read_text()
     assert text.splitlines()[1:] == [
         f"cronwarden[azure]=={cronwarden.__version__}",
+        AZURE_SETTLEMENT,
         "requests==2.32.3",
     ]
 
@@ -323,3 +325,90 @@ def test_dotted_job_module_ships_its_package(
     assert (
         "import acme_jobs.nightly as jobs_module" in (result.out / "function/main.py").read_text()
     )
+
+
+AZURE_FILLED = {
+    "module.base.table_endpoint": "https://cronwardenabc123.table.core.windows.net/",
+    "module.base.table_name": "cronwarden",
+    "local.servicebus_fqdn": "cronwarden-abc123.servicebus.windows.net",
+    "tostring(module.settings.servicebus.max_delivery_count)": "5",
+    "var.watcher_schedule": "0 */5 * * * *",
+}
+
+
+def _azure_settings() -> dict[str, str]:
+    from cronwarden.deploy import azure
+    from cronwarden.deploy.hcl import Expr
+
+    return {
+        name: AZURE_FILLED[value.text] if isinstance(value, Expr) else value
+        for name, value in azure.app_settings(watcher_here=True).items()
+    }
+
+
+def test_azure_app_settings_build_the_azure_provider_with_its_identity(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rendered app settings, with Terraform's values filled in, build the Azure provider:
+    from the account URL and the namespace alone it makes an identity credential (the app's
+    managed identity on Azure; no key, no connection string) and the queue bound matches the
+    rendered queue's max_delivery_count. Nothing connects until first use."""
+    pytest.importorskip("azure.identity")
+    from cronwarden.adapters.azure.provider import (
+        ENV_CONNECTION_STRING,
+        ENV_FALLBACK_CONNECTION_STRING,
+        ENV_SB_CONNECTION,
+        AzureProvider,
+    )
+    from cronwarden.adapters.azure.servicebus import ServiceBusQueue
+
+    for name in (ENV_CONNECTION_STRING, ENV_FALLBACK_CONNECTION_STRING, ENV_SB_CONNECTION):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("AZURE_CLIENT_ID", "AZURE_TENANT_ID", "CRONWARDEN_AZURE_FEDERATION"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in _azure_settings().items():
+        monkeypatch.setenv(name, value)
+    provider = AzureProvider.from_env()
+    try:
+        assert type(provider.credential).__name__ == "DefaultAzureCredential"
+        queue = provider.queue()
+        assert isinstance(queue, ServiceBusQueue)
+        assert (queue.queue_name, queue.max_deliveries) == ("cronwarden-runs", 5)
+        assert provider.table == "cronwarden"
+    finally:
+        provider.close()
+
+
+def test_azure_package_agrees_with_the_function_app(rendered: dict[str, Rendered]) -> None:
+    """build_app indexes with the rendered settings; host.json and the worker's trigger agree
+    that the worker settles messages itself; the settlement package is shipped where the
+    worker runs (not in a watcher-only app)."""
+    import json
+
+    pytest.importorskip("azure.functions")
+    from cronwarden.adapters.azure.functions import build_app
+
+    result = rendered["azure-nightly"]
+    package = result.out / "function"
+    host = json.loads((package / "host.json").read_text())
+    service_bus = host["extensions"]["serviceBus"]
+    assert service_bus["autoCompleteMessages"] is False
+    assert service_bus["maxAutoLockRenewalDuration"] == host["functionTimeout"] == "00:15:30"
+    spec = result.plan.jobs[0]
+    env = {**_azure_settings(), spec.schedule_setting: spec.ncrontab_utc}
+    app = build_app(str(package / "nightly_export.py"), env=env)
+    bindings = {
+        fn.get_function_name(): [json.loads(raw) for raw in fn.get_raw_bindings()]
+        for fn in app.get_functions()
+    }
+    assert sorted(bindings) == ["timer_nightly_export", "watcher", "worker"]
+    (worker,) = bindings["worker"]
+    assert worker["type"] == "serviceBusTrigger"
+    assert worker["autoCompleteMessages"] is service_bus["autoCompleteMessages"]
+    assert f"{worker['connection']}__fullyQualifiedNamespace" in env
+    assert worker["queueName"] == env["CRONWARDEN_SERVICEBUS_QUEUE"]
+    assert bindings["timer_nightly_export"][0]["schedule"] == spec.ncrontab_utc
+    assert bindings["watcher"][0]["schedule"] == env["CRONWARDEN_WATCHER_SCHEDULE"]
+    assert AZURE_SETTLEMENT in (package / "requirements.txt").read_text().splitlines()
+    watcher_only = rendered["gcp-quarter-hourly-azure-watcher"].out / "watcher" / "function"
+    assert AZURE_SETTLEMENT not in (watcher_only / "requirements.txt").read_text()
