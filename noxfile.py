@@ -83,6 +83,14 @@ def editable(session: nox.Session) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks against the installed wheel, on the emulators: writes docs/benchmarks.md and
+    bench-results.json (paths: --json / --markdown after ``--``; ``--quick`` to try it out)."""
+    _install_wheel(session, TEST_EXTRAS)
+    session.run("python", "-m", "tests.bench", *session.posargs)
+
+
 @nox.session(name="deploy_check", python=PYTHON)
 def deploy_check(session: nox.Session) -> None:
     """checkov (offline) over the rendered example deployments, with cronwarden's dead-letter

@@ -1,0 +1,110 @@
+"""Run the benchmarks: ``python -m tests.bench [--json PATH] [--markdown PATH] [--only ...]``.
+
+Writes the results as JSON and renders ``docs/benchmarks.md``. Every emulator is started on a
+free 127.0.0.1 port and stopped (by process group) at the end, also on failure or SIGTERM.
+``--quick`` shrinks every measurement (for debugging the harness; its numbers mean little).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import time
+import traceback
+from datetime import UTC, datetime
+from typing import Any
+
+from . import brokers, coldstart, costs, goals, latency, ledger, liveness, machine, report
+from .emulators import STORES, Emulators
+
+SECTIONS = ("coldstart", "costs", "ledger", "latency", "liveness", "brokers")
+PROVIDERS = ("local", "gcp", "azure")
+
+
+def _run(emulators: Emulators, section: str, stores: list[str], quick: bool) -> Any:
+    if section == "coldstart":
+        return coldstart.measure(["gcp", "azure"], repeats=3 if quick else coldstart.REPEATS)
+    if section == "costs":
+        return costs.measure(emulators, stores, repeats=2 if quick else 5)
+    if section == "ledger":
+        if quick:
+            ledger.ITEMS.update({k: v // 5 for k, v in ledger.ITEMS.items()})
+            ledger.PER_ITEM.update({k: v // 5 for k, v in ledger.PER_ITEM.items()})
+        return ledger.measure(emulators, stores, repeats=1 if quick else ledger.REPEATS)
+    if section == "latency":
+        return latency.measure(emulators, list(PROVIDERS), samples=5 if quick else latency.SAMPLES)
+    if section == "liveness":
+        sizes = (10, 100, 1_000) if quick else liveness.SIZES
+        return liveness.measure(emulators, stores, sizes, repeats=2 if quick else liveness.REPEATS)
+    if section == "brokers":
+        return brokers.measure(
+            emulators,
+            ["servicebus", "pubsub"],
+            messages=200 if quick else brokers.MESSAGES,
+            repeats=1 if quick else brokers.REPEATS,
+        )
+    raise ValueError(section)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench", description=__doc__)
+    parser.add_argument(
+        "--json", default=os.environ.get("CRONWARDEN_BENCH_JSON", "bench-results.json")
+    )
+    parser.add_argument(
+        "--markdown", default=os.environ.get("CRONWARDEN_BENCH_MD", "docs/benchmarks.md")
+    )
+    parser.add_argument("--only", nargs="*", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--stores", nargs="*", choices=STORES, default=list(STORES))
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    logging.getLogger("azure").setLevel(logging.ERROR)
+    began = time.perf_counter()
+    results: dict[str, Any] = {
+        "started": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine.describe(),
+        "quick": args.quick,
+    }
+    with Emulators() as emulators:
+        for section in args.only:
+            print(f"[bench] {section} …", file=sys.stderr, flush=True)
+            t0 = time.perf_counter()
+            try:
+                results[section] = _run(emulators, section, args.stores, args.quick)
+            except Exception as exc:
+                traceback.print_exc()
+                results[section] = {"error": {"error": f"{type(exc).__name__}: {exc}"}}
+            print(
+                f"[bench] {section}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True
+            )
+        results["emulator_startup_s"] = dict(emulators.startup_s)
+    results["machine"]["load_avg_end"] = list(os.getloadavg())
+    results["duration_s"] = time.perf_counter() - began
+    results["goals"] = goals.judge(results)
+    for path, text in (
+        (args.json, json.dumps(results, indent=1, default=str)),
+        (args.markdown, report.render(results)),
+    ):
+        if os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as handle:
+            handle.write(text + "\n")
+    print(
+        f"[bench] wrote {args.json} and {args.markdown} in {results['duration_s']:.0f} s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""The emulators the bench uses, started on first use and stopped (by process group) at the end.
+
+Every emulator listens on a free 127.0.0.1 port; :meth:`Emulators.close` stops them all, also
+when a measurement fails. Stores are handed out fresh: SQLite in a new file, Firestore in a new
+project id, Table Storage in a new table, so measurements never see each other's records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from cronwarden.ports import Store
+
+STORES = ("sqlite", "firestore", "table")
+
+
+class Unavailable(RuntimeError):
+    """An emulator (or its SDK) is not installed here; the message says why."""
+
+
+class Emulators:
+    """Lazily started emulators; use as a context manager."""
+
+    def __init__(self, workdir: str | None = None) -> None:
+        self.workdir = workdir or tempfile.mkdtemp(prefix="cw-bench-")
+        self._firestore: Any = None
+        self._pubsub: Any = None
+        self._azurite: Any = None
+        self._servicebus: Any = None
+        self.startup_s: dict[str, float] = {}
+        self._closers: list[Callable[[], None]] = []
+
+    def __enter__(self) -> Emulators:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        while self._closers:
+            with contextlib.suppress(Exception):
+                self._closers.pop()()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _started(self, name: str, start: Callable[[], Any], stop: Callable[[Any], None]) -> Any:
+        began = time.perf_counter()
+        handle = start()
+        self.startup_s[name] = time.perf_counter() - began
+        self._closers.append(lambda: stop(handle))
+        return handle
+
+    # -- emulators --------------------------------------------------------------------------
+    def firestore(self) -> Any:
+        if self._firestore is None:
+            from cronwarden.emulators.gcp import FirestoreEmulator, missing_reason
+
+            reason = missing_reason("firestore")
+            if reason:
+                raise Unavailable(reason)
+            log_dir = os.path.join(self.workdir, "firestore")
+            self._firestore = self._started(
+                "firestore",
+                lambda: FirestoreEmulator(log_dir=log_dir).start(),
+                lambda e: e.stop(),
+            )
+        return self._firestore
+
+    def pubsub(self) -> Any:
+        if self._pubsub is None:
+            from cronwarden.emulators.gcp import PubSubEmulator, missing_reason
+
+            reason = missing_reason("pubsub")
+            if reason:
+                raise Unavailable(reason)
+            log_dir = os.path.join(self.workdir, "pubsub")
+            self._pubsub = self._started(
+                "pubsub", lambda: PubSubEmulator(log_dir=log_dir).start(), lambda e: e.stop()
+            )
+        return self._pubsub
+
+    def azurite(self) -> Any:
+        if self._azurite is None:
+            from cronwarden.emulators.azurite import Azurite, missing_tools
+
+            if "node" in missing_tools():
+                raise Unavailable("Azurite needs node on PATH")
+            self._azurite = self._started("azurite", lambda: Azurite().start(), lambda a: a.stop())
+        return self._azurite
+
+    def servicebus(self) -> Any:
+        if self._servicebus is None:
+            try:
+                import proton  # noqa: F401
+            except ImportError as exc:
+                raise Unavailable(f"python-qpid-proton missing: {exc}") from None
+            from cronwarden.emulators.servicebus.pytest_plugin import start_emulator
+
+            log_path = os.path.join(self.workdir, "servicebus.log")
+            self._servicebus = self._started(
+                "servicebus", lambda: start_emulator(log_path), lambda e: e.process.stop()
+            )
+        return self._servicebus
+
+    # -- fresh stores -----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def store(self, name: str) -> Iterator[Store]:
+        """A fresh, empty store of backend ``name`` (one of :data:`STORES`)."""
+        store: Store
+        if name == "sqlite":
+            from cronwarden.adapters.local import SQLiteStore
+
+            store = SQLiteStore(os.path.join(self.workdir, f"state-{uuid.uuid4().hex[:8]}.db"))
+        elif name == "firestore":
+            from cronwarden.adapters.gcp import FirestoreStore
+
+            store = FirestoreStore(fresh_project(), emulator_host=self.firestore().address)
+        elif name == "table":
+            from cronwarden.adapters.azure import TableStore
+
+            azurite = self.azurite()
+            store = TableStore.from_connection_string(
+                azurite.connection_string, azurite.new_table()
+            )
+        else:
+            raise ValueError(f"unknown store {name!r}")
+        try:
+            yield store
+        finally:
+            store.close()
+            if name == "table":
+                with contextlib.suppress(Exception):
+                    self.azurite().drop_table(store.table_name)  # type: ignore[attr-defined]
+
+
+def fresh_project() -> str:
+    return f"cw-bench-{uuid.uuid4().hex[:10]}"

@@ -1,0 +1,115 @@
+"""The goals of issue #8, judged from one run's results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+IMPORT_BUDGET_S = 0.030
+ENTRYPOINT_BUDGET_S = 0.050
+VS_RAW = 0.8
+VS_PER_ITEM = 10.0
+
+
+def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
+    goals: list[dict[str, Any]] = []
+
+    def add(
+        area: str, where: str, measured: str, target: str, met: bool | None, note: str = ""
+    ) -> None:
+        goals.append(
+            {
+                "area": area,
+                "where": where,
+                "measured": measured,
+                "target": target,
+                "met": met,
+                "note": note,
+            }
+        )
+
+    for store, row in (results.get("costs") or {}).items():
+        if "error" in row:
+            add("round trips / run", store, row["error"], "2 + renewals + batches", None)
+            continue
+        for scenario, label in (
+            ("happy", "happy path"),
+            ("ledger", "ledger"),
+            ("renewals", "forced renewals"),
+        ):
+            data = row[scenario]
+            trips, budget = data["round_trips"][-1], data["budget"][-1]
+            add(
+                f"round trips / run ({label})",
+                store,
+                str(trips),
+                f"≤ {budget}",
+                data["within_budget"],
+            )
+    for store, row in (results.get("ledger") or {}).items():
+        if "error" in row:
+            add("ledger throughput", store, row["error"], "", None)
+            continue
+        add(
+            "ledger vs raw batched writes",
+            store,
+            f"{row['vs_raw']:.2f}x",
+            f"≥ {VS_RAW}x",
+            row["vs_raw"] >= VS_RAW,
+        )
+        add(
+            "ledger vs per-item put + update",
+            store,
+            f"{row['vs_per_item']:.1f}x",
+            f"≥ {VS_PER_ITEM:.0f}x",
+            row["vs_per_item"] >= VS_PER_ITEM,
+        )
+    cold = results.get("coldstart") or {}
+    base = cold.get("import cronwarden")
+    if base:
+        seconds = base["seconds"]["median"]
+        add(
+            "cold start: import cronwarden",
+            "-",
+            f"{seconds * 1000:.1f} ms",
+            f"≤ {IMPORT_BUDGET_S * 1000:.0f} ms",
+            seconds <= IMPORT_BUDGET_S,
+        )
+        add(
+            "cold start: no cloud SDK on import cronwarden",
+            "-",
+            ", ".join(base["cloud_modules"]) or "none",
+            "none",
+            not base["cloud_modules"],
+        )
+    for provider in ("gcp", "azure"):
+        row = cold.get(provider)
+        if not row:
+            continue
+        if "error" in row:
+            add("cold start: entrypoint delta", provider, row["error"][:120], "", None)
+            continue
+        delta = row["entrypoint_after_sdks"]["median"]
+        add(
+            "cold start: entrypoint delta over its SDKs",
+            provider,
+            f"+{delta * 1000:.0f} ms",
+            f"≤ +{ENTRYPOINT_BUDGET_S * 1000:.0f} ms",
+            delta <= ENTRYPOINT_BUDGET_S,
+        )
+    for store, rows in (results.get("liveness") or {}).items():
+        if isinstance(rows, dict):
+            add("watcher: one status query", store, rows.get("error", "?"), "1 query", None)
+            continue
+        for row in rows:
+            single = set(row["calls"]) == {"query"} and row["calls"]["query"]["calls"] == 1
+            trips = row["round_trips"][-1]
+            note = f"{trips} request(s): pages of 1,000" if trips > 1 else ""
+            add(
+                "watcher: one status query, no writes",
+                f"{store}, {row['jobs']:,} jobs",
+                f"{row['calls'].get('query', {}).get('calls', 0)} query, {trips} round trip(s)",
+                "1 query",
+                single,
+                note,
+            )
+    return goals

@@ -1,0 +1,239 @@
+"""Per-item ledger throughput (``ctx.items``) on each store, against two baselines on the same
+store, written with the store's own SDK (not through cronwarden's adapters):
+
+(a) **raw batched writes of the same records**: the item records the ledger writes (a *pending*
+    mark, then a *done* mark per item), in the same batches and commits as the ledger (commit k
+    carries batch k-1's done marks and batch k's pending marks), without the engine, the fence
+    or the run. Goal: ledger ≥ 0.8x this. The floor "one write per item, batched" is reported
+    beside it as context.
+(b) **per-item conditional put, then update** (AWS Powertools' idempotency pattern): for each
+    item, create-if-absent of an *in progress* record, then an update to *completed*, two round
+    trips per item. Goal: ledger ≥ 10x this.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from cronwarden import Engine, JobSet, RunRequest
+from cronwarden.engine import OutcomeKind
+
+from .emulators import Emulators
+from .jobs import make_job, windows
+from .stats import summary
+
+ITEMS = {"sqlite": 2000, "firestore": 500, "table": 500}
+PER_ITEM = {"sqlite": 500, "firestore": 150, "table": 150}
+REPEATS = 3
+
+
+def _record(key: str, state: str, run_id: str) -> dict[str, Any]:
+    expire = (datetime.now(UTC) + timedelta(days=30)).isoformat(timespec="milliseconds")
+    return {"key": key, "fp": "f" * 16, "state": state, "run_id": run_id, "expire_at": expire}
+
+
+def _stream(n: int, batch: int, run_id: str) -> list[list[tuple[str, dict[str, Any]]]]:
+    """The ledger's commits of item records: done marks of the previous batch + pending marks
+    of the next, then the last batch's done marks."""
+    keys = [str(i) for i in range(n)]
+    chunks = [keys[i : i + batch] for i in range(0, n, batch)]
+    commits: list[list[tuple[str, dict[str, Any]]]] = []
+    previous: list[str] = []
+    for chunk in [*chunks, []]:
+        ops = [(k, _record(k, "done", run_id)) for k in previous]
+        ops += [(k, _record(k, "pending", run_id)) for k in chunk]
+        commits.append(ops)
+        previous = chunk
+    return commits
+
+
+# -- native writers per store --------------------------------------------------------------
+class _Native:
+    """Batched commits and single-record create/update with the store's own SDK."""
+
+    def batch(self, job: str, ops: list[tuple[str, dict[str, Any]]]) -> None:
+        raise NotImplementedError
+
+    def create(self, job: str, key: str, data: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def update(self, job: str, key: str, data: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class _SQLite(_Native):
+    def __init__(self, path: str) -> None:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS raw (job TEXT NOT NULL, id TEXT NOT NULL, "
+            "data TEXT NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (job, id)) WITHOUT ROWID"
+        )
+        self.conn = conn
+
+    def batch(self, job: str, ops: list[tuple[str, dict[str, Any]]]) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO raw VALUES (?, ?, ?, 1)",
+            [(job, k, json.dumps(d, separators=(",", ":"))) for k, d in ops],
+        )
+        self.conn.execute("COMMIT")
+
+    def create(self, job: str, key: str, data: dict[str, Any]) -> None:
+        self.conn.execute(  # autocommit: one transaction; fails if the key exists
+            "INSERT INTO raw VALUES (?, ?, ?, 1)", (job, key, json.dumps(data))
+        )
+
+    def update(self, job: str, key: str, data: dict[str, Any]) -> None:
+        self.conn.execute(
+            "UPDATE raw SET data = ?, version = version + 1 WHERE job = ? AND id = ?",
+            (json.dumps(data), job, key),
+        )
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _Firestore(_Native):
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.collection = client.collection(f"raw_{uuid.uuid4().hex[:6]}")
+
+    def _ref(self, job: str, key: str) -> Any:
+        return self.collection.document(f"{job}|{key}")
+
+    def batch(self, job: str, ops: list[tuple[str, dict[str, Any]]]) -> None:
+        batch = self.client.batch()
+        for key, data in ops:
+            batch.set(self._ref(job, key), {"job": job, "id": key, "d": data})
+        batch.commit()
+
+    def create(self, job: str, key: str, data: dict[str, Any]) -> None:
+        self._ref(job, key).create({"job": job, "id": key, "d": data})
+
+    def update(self, job: str, key: str, data: dict[str, Any]) -> None:
+        self._ref(job, key).update({"d": data})
+
+
+class _Table(_Native):
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    @staticmethod
+    def _entity(job: str, key: str, data: dict[str, Any]) -> dict[str, Any]:
+        return {"PartitionKey": f"raw-{job}", "RowKey": f"item:{key}", **data}
+
+    def batch(self, job: str, ops: list[tuple[str, dict[str, Any]]]) -> None:
+        self.table.submit_transaction([("upsert", self._entity(job, k, d)) for k, d in ops])
+
+    def create(self, job: str, key: str, data: dict[str, Any]) -> None:
+        self.table.create_entity(self._entity(job, key, data))
+
+    def update(self, job: str, key: str, data: dict[str, Any]) -> None:
+        from azure.data.tables import UpdateMode
+
+        self.table.update_entity(self._entity(job, key, data), mode=UpdateMode.MERGE)
+
+
+def _native(name: str, store: Any, workdir: str) -> _Native:
+    if name == "sqlite":
+        return _SQLite(store._db.path)
+    if name == "firestore":
+        return _Firestore(store.client)
+    return _Table(store._table)
+
+
+def _batches(native: _Native, job: str, commits: list[list[tuple[str, dict[str, Any]]]]) -> None:
+    for ops in commits:
+        native.batch(job, ops)
+
+
+def _powertools(native: _Native, job: str, count: int) -> None:
+    """Per item: conditional put of an *in progress* record, then its update to *completed*."""
+    for i in range(count):
+        key = str(i)
+        native.create(job, key, _record(key, "in_progress", "x"))
+        native.update(job, key, _record(key, "completed", "x"))
+
+
+# -- the measurements ----------------------------------------------------------------------
+def _ledger_run(engine: Engine, job: str, window: datetime) -> float:
+    started = time.perf_counter()
+    outcome = engine.execute(RunRequest(job, window))
+    elapsed = time.perf_counter() - started
+    if outcome.kind is not OutcomeKind.SUCCEEDED:
+        raise RuntimeError(f"ledger run: {outcome}")
+    return elapsed
+
+
+def _timed(action: Callable[[], None]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def measure(emulators: Emulators, stores: list[str], repeats: int = REPEATS) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for name in stores:
+        n, per_item_n = ITEMS[name], PER_ITEM[name]
+        with emulators.store(name) as store:
+            batch = max(1, min(100, (store.max_commit_ops - 3) // 2))
+            count = {"n": n}
+
+            def handler(ctx: Any, count: dict[str, int] = count) -> None:
+                for _ in ctx.items(range(count["n"])):
+                    pass
+
+            jobs = JobSet([make_job("bench-ledger", handler)])
+            engine = Engine(jobs, store)
+            native = _native(name, store, emulators.workdir)
+            try:
+                wins = windows(repeats + 1)
+                count["n"] = min(n, 2 * batch)
+                _ledger_run(engine, "bench-ledger", wins[-1])  # warm-up: clients, channels
+                count["n"] = n
+                before = store.round_trips
+                ledger = [_ledger_run(engine, "bench-ledger", w) for w in wins[:repeats]]
+                trips = (store.round_trips - before) // repeats
+                raw, floor, per_item = [], [], []
+                for rep in range(repeats):
+                    commits = _stream(n, batch, f"raw{rep}")
+                    raw.append(_timed(lambda c=commits, r=rep, w=native: _batches(w, f"a{r}", c)))
+                    once = [(str(i), _record(str(i), "done", "x")) for i in range(n)]
+                    chunks = [once[i : i + 2 * batch] for i in range(0, n, 2 * batch)]
+                    floor.append(_timed(lambda c=chunks, r=rep, w=native: _batches(w, f"f{r}", c)))
+
+                    per_item.append(
+                        _timed(lambda r=rep, w=native, k=per_item_n: _powertools(w, f"p{r}", k))
+                        * n
+                        / per_item_n  # scaled to n items
+                    )
+            finally:
+                native.close()
+        rate = {
+            "ledger": summary([n / s for s in ledger]),
+            "raw_same_records": summary([n / s for s in raw]),
+            "raw_one_write_per_item": summary([n / s for s in floor]),
+            "per_item_put_update": summary([n / s for s in per_item]),
+        }
+        results[name] = {
+            "items": n,
+            "per_item_items": per_item_n,
+            "batch_size": batch,
+            "ledger_round_trips": trips,
+            "items_per_s": rate,
+            "vs_raw": rate["ledger"]["median"] / rate["raw_same_records"]["median"],
+            "vs_raw_floor": rate["ledger"]["median"] / rate["raw_one_write_per_item"]["median"],
+            "vs_per_item": rate["ledger"]["median"] / rate["per_item_put_update"]["median"],
+        }
+    return results

@@ -1,0 +1,131 @@
+"""Liveness evaluation for 10, 1,000 and 10,000 jobs on each store: ``Watcher.check()`` reads
+every status record in one query (its round trips are counted; Table Storage pages at 1,000
+entities, each page a request) and writes nothing when no alert changes (steady state).
+
+Status records are seeded healthy with the store's own SDK in bulk (Firestore: batches of 500;
+Table Storage: one partition per job, so one request per record, sent from a thread pool)."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from cronwarden import Job, JobSet, Watcher, job
+from cronwarden.ports import STATUS, Key, Merge, Store
+from cronwarden.records import iso
+
+from .emulators import Emulators
+from .probe import Probe
+from .stats import summary
+
+SIZES = (10, 1_000, 10_000)
+REPEATS = 5
+SCHEDULES = 60  #: hourly jobs spread over the hour: 60 distinct schedules
+
+
+def _name(i: int) -> str:
+    return f"job-{i:05d}"
+
+
+def _job(i: int) -> Job:
+    return job(_name(i), cron=f"{i % SCHEDULES} * * * *", max_runtime="10m")(lambda ctx: None)
+
+
+def _status(name: str, now: datetime) -> dict[str, Any]:
+    window = _job(int(name.split("-")[1])).schedule.floor(now)
+    return {
+        "job_name": name,
+        "run_id": "20260101T000000000-abcdef",
+        "run_key": f"{name}:{window.strftime('%Y-%m-%dT%H:%MZ')}",
+        "status": "succeeded",
+        "started_at": iso(now - timedelta(minutes=1)),
+        "finished_at": iso(now),
+        "duration_ms": 1234,
+        "error_snippet": None,
+        "last_success_at": iso(now),
+        "last_success_window_ts": int(window.timestamp()),
+        "consecutive_failures": 0,
+        "skips_since_success": 0,
+        "first_seen_at": iso(now - timedelta(days=1)),
+        "alerts": [],
+    }
+
+
+def _seed(name: str, store: Store, first: int, last: int, now: datetime) -> None:
+    jobs = [_name(i) for i in range(first, last)]
+    if name == "sqlite":
+        for j in jobs:
+            store.commit([Merge(Key(STATUS, j), _status(j, now))])
+    elif name == "firestore":
+        from cronwarden.adapters.gcp._codec import encode
+
+        fs: Any = store
+        for start in range(0, len(jobs), 500):
+            batch = fs.client.batch()
+            for j in jobs[start : start + 500]:
+                key, data = Key(STATUS, j), _status(j, now)
+                batch.set(fs._ref(key), {**fs._meta(key, data), "d": encode(data)})
+            batch.commit()
+    else:
+        from cronwarden.adapters.azure import _entity, _keys
+
+        table: Any = store._table  # type: ignore[attr-defined]
+
+        def put(j: str) -> None:
+            entity = _entity.build_entity(
+                _keys.partition_key(j), _keys.row_key(STATUS, ""), _status(j, now)
+            )
+            table.upsert_entity(entity)
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(put, jobs))
+
+
+def measure(
+    emulators: Emulators, stores: list[str], sizes: tuple[int, ...] = SIZES, repeats: int = REPEATS
+) -> dict[str, Any]:
+    all_jobs = [_job(i) for i in range(max(sizes))]
+    results: dict[str, Any] = {}
+    for name in stores:
+        rows = []
+        with emulators.store(name) as store:
+            probe = Probe(store)
+            seeded = 0
+            now = datetime.now(UTC)
+            for size in sizes:
+                began = time.perf_counter()
+                _seed(name, store, seeded, size, now)
+                seed_s = time.perf_counter() - began
+                seeded = size
+                watcher = Watcher(JobSet(all_jobs[:size]), store, notifiers=[])
+                watcher.check()  # warm-up (clients); steady state from here
+                checks, queries, trips = [], [], []
+                calls: dict[str, Any] = {}
+                for _ in range(repeats):
+                    probe.reset()
+                    began = time.perf_counter()
+                    report = watcher.check()
+                    checks.append(time.perf_counter() - began)
+                    trips.append(probe.total)
+                    calls = probe.breakdown()
+                    if not report.ok or len(report.jobs) != size:
+                        raise RuntimeError(f"{name}/{size}: unexpected alerts {report.active[:3]}")
+                    began = time.perf_counter()
+                    store.query(STATUS)
+                    queries.append(time.perf_counter() - began)
+                check_s = summary(checks)
+                rows.append(
+                    {
+                        "jobs": size,
+                        "round_trips": trips,
+                        "calls": calls,
+                        "check_s": check_s,
+                        "query_s": summary(queries),
+                        "per_job_us": check_s["median"] / size * 1e6,
+                        "seed_s": seed_s,
+                    }
+                )
+        results[name] = rows
+    return results
