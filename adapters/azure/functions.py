@@ -40,6 +40,7 @@ from __future__ import annotations
 import importlib
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from types import ModuleType
@@ -70,6 +71,7 @@ CONNECTION = "ServiceBusConnection"
 DEFAULT_QUEUE = "cronwarden-runs"
 DEFAULT_WATCHER_SCHEDULE = "0 */5 * * * *"
 NAMES = ("trigger", "worker", "watcher")
+_TICK_ATTEMPTS = 3
 Clock = Callable[[], datetime]
 
 
@@ -306,7 +308,20 @@ class AzureRuntime:
                 job.name,
                 extra={"event": "trigger.past_due", "job": job.name},
             )
-        return self.trigger.tick(job.name, window, reason="schedule")
+        for attempt in range(_TICK_ATTEMPTS):
+            try:
+                return self.trigger.tick(job.name, window, reason="schedule")
+            except Exception as exc:  # publishes are idempotent (MessageId): try again
+                if attempt + 1 == _TICK_ATTEMPTS:
+                    raise
+                log.warning(
+                    "%s: enqueuing failed (%s); retrying",
+                    job.name,
+                    redact(f"{type(exc).__name__}: {exc}"),
+                    extra={"event": "trigger.error", "job": job.name},
+                )
+                time.sleep(2.0**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def handle_message(self, message: Any) -> Outcome | None:
         """One host-delivered Service Bus message → one execution, settled via the actions."""

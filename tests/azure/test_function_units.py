@@ -154,3 +154,34 @@ def test_host_settled_queue_maps_settlement_to_the_hosts_actions() -> None:
         ("renew", "msg-1"),
         ("deadletter", ("MalformedRequest", "not JSON")),
     ]
+
+
+def test_a_tick_retries_a_failed_enqueue_then_fails_the_invocation() -> None:
+    from cronwarden.adapters.azure.functions import AzureRuntime
+
+    job = _job("0 * * * *", "UTC")
+    runtime = AzureRuntime(
+        cronwarden.JobSet([job]), clock=lambda: datetime(2026, 1, 20, 2, 0, 1, tzinfo=UTC)
+    )
+    runtime.timers[job.name] = timer_schedule_for(job, None)
+    calls: list[datetime] = []
+
+    class Flaky:
+        def tick(self, name: str, when: datetime, *, reason: str) -> list[Any]:
+            calls.append(when)
+            if len(calls) == 1:
+                raise ConnectionError("broker hiccup")
+            return ["ok"]
+
+    runtime._trigger = Flaky()  # type: ignore[assignment]
+    assert runtime.handle_timer(job) == ["ok"]
+    assert calls == [datetime(2026, 1, 20, 2, 0, tzinfo=UTC)] * 2
+
+    class Down:
+        def tick(self, name: str, when: datetime, *, reason: str) -> list[Any]:
+            raise ConnectionError("down")
+
+    runtime._trigger = Down()  # type: ignore[assignment]
+    runtime.clock = lambda: datetime(2026, 1, 20, 3, 0, 1, tzinfo=UTC)
+    with pytest.raises(ConnectionError):
+        runtime.handle_timer(job)
