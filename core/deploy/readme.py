@@ -223,6 +223,7 @@ def tfvars_example(provider: str, *, watcher_only: bool, external_watcher: bool)
             'azure_watcher_client_id    = "00000000-0000-0000-0000-000000000000"\n'
             'azure_storage_account      = "cronwardenabc123"\n'
             'azure_servicebus_namespace = "cronwarden-abc123.servicebus.windows.net"\n'
+            '# webhook_secret           = "cronwarden-webhook"   # Secret Manager id (README.md)\n'
         )
     if provider == "gcp":
         text = (
@@ -236,6 +237,8 @@ def tfvars_example(provider: str, *, watcher_only: bool, external_watcher: bool)
                 'azure_tenant_id            = "00000000-0000-0000-0000-000000000000"\n'
                 'azure_watcher_principal_id = "00000000-0000-0000-0000-000000000000"\n'
             )
+        else:
+            text += '# webhook_secret = "cronwarden-webhook"   # Secret Manager id (README.md)\n'
         return text
     text = 'suffix   = "abc123"\nlocation = "westeurope"\n'
     if watcher_only:
@@ -250,6 +253,12 @@ def tfvars_example(provider: str, *, watcher_only: bool, external_watcher: bool)
         text += 'gcp_watcher_service_account_unique_id = "123456789012345678901"\n'
     else:
         text += '# alert_emails = ["oncall@example.com"]\n'
+    if not external_watcher:
+        text += (
+            "# webhook_key_vault_id = "
+            '"/subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.KeyVault/vaults/'
+            '<name>"   # README.md\n'
+        )
     return text
 
 

@@ -280,6 +280,32 @@ def test_gcp_environment_is_what_the_gcp_provider_reads() -> None:
     assert (queue.max_deliveries, queue.ack_deadline) == (5, 600)
 
 
+def test_trigger_dead_letters_go_to_the_tick_dead_letter_topic() -> None:
+    """The trigger's environment differs from the others' only in its dead-letter topic and
+    subscription: its MalformedTick dead letters go where its subscription's go (and the
+    trigger may publish there), never among the run requests that `dlq redrive` re-sends."""
+    from cronwarden.adapters.gcp.provider import GcpProvider
+    from cronwarden.deploy import gcp
+    from cronwarden.deploy.hcl import Expr
+
+    filled = {
+        "var.project": "my-project",
+        "tostring(module.settings.pubsub.max_delivery_attempts)": "5",
+        "tostring(module.settings.pubsub.ack_deadline_seconds)": "600",
+        "module.state.database": "(default)",
+    }
+    env = {
+        name: filled[value.text] if isinstance(value, Expr) else value
+        for name, value in gcp.environment("cronwarden").items()
+    }
+    trigger = GcpProvider.from_env(environ={**env, **gcp.trigger_environment("cronwarden")})
+    queue = trigger.queue()
+    assert queue.topic == "projects/my-project/topics/cronwarden-runs"
+    assert queue.dead_letter_topic == "projects/my-project/topics/cronwarden-schedule-dead-letter"
+    runs = GcpProvider.from_env(environ=env).queue()
+    assert runs.dead_letter_topic.endswith("/topics/cronwarden-runs-dead-letter")
+
+
 def test_azure_watcher_environment_is_what_the_gcp_provider_reads() -> None:
     """The watcher-only Azure app watching GCP jobs: its settings build the GCP provider with
     workload identity federation (nothing is fetched until the first call)."""
