@@ -75,6 +75,7 @@ def editable(session: nox.Session) -> None:
         session.run(
             "cronwarden",
             "run",
+            "--jobs",
             "examples/nightly_export.py",
             "--once",
             env={"CRONWARDEN_LOCAL_PATH": os.path.join(tmp, "state.db")},
