@@ -57,6 +57,10 @@ class Lease:
         self.last_write = clock()
         self._expires = parse_iso(run_data.get("lease_expires")) or self.last_write + ttl
         self.renewals = 0
+        #: when the run must stop by this owner's clock (claim time + max runtime; set by the
+        #: keeper). Past it the owner no longer trusts its lease: a reader whose clock runs up
+        #: to ``lease_margin`` ahead may already judge the lease expired and take over.
+        self.deadline: datetime | None = None
 
     # -- cancellation -----------------------------------------------------------------------
     @property
@@ -76,12 +80,21 @@ class Lease:
 
     def check(self) -> None:
         """Raise the pending interruption; also self-fence once the lease has run out by this
-        process's own clock (a paused process must not start another side effect)."""
-        if self._interruption is None and self.clock() >= self.expires_at():
+        process's own clock (a paused process must not start another side effect), and stop
+        at the run's deadline: the lease's margin is there for clock skew, not for this owner."""
+        now = self.clock()
+        if self._interruption is None and now >= self.expires_at():
             self.interrupt(
                 LeaseLost(
                     f"lease on {self.run_data.get('run_key')} expired at "
                     f"{iso(self.expires_at())} before it could be renewed (process paused?)"
+                )
+            )
+        if self._interruption is None and self.deadline is not None and now >= self.deadline:
+            self.interrupt(
+                Cancelled(
+                    f"run passed its max runtime (deadline {iso(self.deadline)}); its lease "
+                    "margin is reserved for clock skew between workers"
                 )
             )
         if self._interruption is not None:
@@ -156,6 +169,8 @@ class LeaseKeeper(threading.Thread):
         self.on_renew = on_renew
         self.on_lost = on_lost
         self.started_at = lease.clock()
+        claimed = parse_iso(lease.run_data.get("started_at")) or self.started_at
+        lease.deadline = claimed + max_runtime
         self._halt = threading.Event()
         self._extended_at = time.monotonic()
 
