@@ -27,6 +27,9 @@ from .schedule import utc
 log = get_logger("trigger")
 wlog = get_logger("worker")
 
+POSTPONED_ATTRIBUTE = "cw-postponed"  #: how many times a request was put back without running
+MAX_POSTPONEMENTS = 1000  #: then the broker's own retry (counted, bounded) takes over
+
 
 def request_attributes(request: RunRequest) -> dict[str, str]:
     return {
@@ -146,10 +149,40 @@ class Worker:
     def settle(self, delivery: Delivery, outcome: Outcome) -> None:
         if outcome.settle is Settle.ACK:
             self.queue.ack(delivery)
+        elif outcome.kind in (OutcomeKind.DEFERRED, OutcomeKind.IN_PROGRESS) and self._postpone(
+            delivery, outcome.delay
+        ):
+            return
         elif outcome.settle is Settle.RETRY:
             self.queue.retry(delivery, delay=outcome.delay)
         else:
             self.queue.dead_letter(delivery, outcome.reason, outcome.detail)
+
+    def _postpone(self, delivery: Delivery, delay: float) -> bool:
+        """Put a request that has not run (deferred behind the job's lock, or in progress
+        elsewhere) back as a fresh message, then ack this delivery: a broker retry would count
+        a delivery attempt, and a catch-up window queued behind a few long runs would be
+        dead-lettered (max deliveries) without ever having failed. A copy that lands twice is
+        harmless: the claim dedupes. False (use the broker's retry) past the cap or on error."""
+        try:
+            count = int(delivery.attributes.get(POSTPONED_ATTRIBUTE, "0"))
+        except ValueError:
+            count = 0
+        if count >= MAX_POSTPONEMENTS:
+            return False
+        attributes = {**delivery.attributes, POSTPONED_ATTRIBUTE: str(count + 1)}
+        try:
+            self.queue.publish(delivery.body, attributes=attributes, delay=max(0.0, delay))
+        except Exception as exc:  # broker hiccup: fall back to the broker's retry
+            wlog.warning(
+                "could not re-enqueue %s: %s; retrying it instead",
+                delivery.message_id,
+                redact(str(exc)),
+                extra={"event": "worker.error", "error_type": type(exc).__name__},
+            )
+            return False
+        self.queue.ack(delivery)
+        return True
 
     def _reject(self, delivery: Delivery, reason: str, detail: str) -> None:
         detail = redact(detail)
