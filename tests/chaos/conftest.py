@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         pytest.param("azure", marks=pytest.mark.azure),
     ]
 )
-def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
+def stack(request: pytest.FixtureRequest) -> Stack:
     name = request.param
     assert name in PROVIDERS
     emulators: dict[str, Any] = {}
@@ -63,7 +62,7 @@ def stack(request: pytest.FixtureRequest) -> Iterator[Stack]:
             "azurite": request.getfixturevalue("azurite"),
             "servicebus": request.getfixturevalue("servicebus_emulator"),
         }
-    yield Stack(name, emulators)
+    return Stack(name, emulators)
 
 
 @pytest.fixture
