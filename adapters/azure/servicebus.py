@@ -96,12 +96,12 @@ def public_attributes(properties: Mapping[str, str]) -> dict[str, str]:
 
 
 class _Tracked:
-    __slots__ = ("deadline", "message", "settled")
+    __slots__ = ("deadline", "message", "threshold")
 
-    def __init__(self, message: Any, deadline: float) -> None:
+    def __init__(self, message: Any, deadline: float, threshold: float) -> None:
         self.message = message
         self.deadline = deadline
-        self.settled = False
+        self.threshold = threshold  #: renew when fewer seconds than this are left on the lock
 
 
 class ServiceBusQueue(Queue):
@@ -120,7 +120,7 @@ class ServiceBusQueue(Queue):
         *,
         max_deliveries: int = 10,
         deduplicates: bool = True,
-        renew_margin: float = 0.5,
+        renew_margin: float = 1.5,
     ) -> None:
         self._client_factory = client_factory
         self.queue_name = queue_name
@@ -342,9 +342,14 @@ class ServiceBusQueue(Queue):
 
     # -- lock keeping -----------------------------------------------------------------------
     def _track(self, delivery: Delivery, visibility: float) -> None:
+        locked = getattr(delivery.handle, "locked_until_utc", None)
+        span = (locked - datetime.now(UTC)).total_seconds() if locked is not None else 0.0
+        # Renew at half the lock duration (never later than renew_margin before expiry): a
+        # renewal may wait up to a second behind a receive call on the shared link.
+        threshold = max(self.renew_margin, span / 2)
         with self._tracked_lock:
             self._tracked[_token(delivery)] = _Tracked(
-                delivery.handle, time.monotonic() + visibility
+                delivery.handle, time.monotonic() + visibility, threshold
             )
             if self._keeper is None:
                 self._keeper = threading.Thread(
@@ -376,8 +381,8 @@ class ServiceBusQueue(Queue):
                     with self._tracked_lock:
                         self._tracked.pop(token, None)
                     continue
-                if left > self.renew_margin + 0.5:
-                    continue
+                if left > tracked.threshold or now_mono + left >= tracked.deadline:
+                    continue  # not yet, or the lock outlives the visibility anyway
                 try:
                     with self._recv_lock:
                         self._get_receiver().renew_message_lock(tracked.message)
