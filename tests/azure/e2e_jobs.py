@@ -49,3 +49,9 @@ def berlin(ctx: RunContext) -> None:
 @cronwarden.job("kolkata", cron="30 * * * *", timezone="Asia/Kolkata", max_runtime="20s")
 def kolkata(ctx: RunContext) -> None:
     _record(ctx)
+
+
+@cronwarden.job("long", cron="0 * * * *", max_runtime="20s")
+def long(ctx: RunContext) -> None:
+    _record(ctx)
+    ctx.sleep(3.5)  # longer than the test queue's 2 s lock: the lock must be renewed

@@ -185,3 +185,17 @@ def test_a_tick_retries_a_failed_enqueue_then_fails_the_invocation() -> None:
     runtime.clock = lambda: datetime(2026, 1, 20, 3, 0, 1, tzinfo=UTC)
     with pytest.raises(ConnectionError):
         runtime.handle_timer(job)
+
+
+def test_queue_repr_and_errors_never_show_the_connection_secret() -> None:
+    from cronwarden.adapters.azure import ServiceBusQueue
+    from cronwarden.adapters.azure._redact import redact
+
+    secret = "c2VjcmV0LWtleS1kby1ub3QtbG9n"
+    conn = (
+        f"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey={secret}"
+    )
+    queue = ServiceBusQueue.from_connection_string(conn, "runs")
+    assert secret not in repr(queue)
+    assert secret not in redact(f"failed to connect with {conn}")
+    queue.close()

@@ -167,6 +167,22 @@ def test_poison_job_retries_with_backoff_dead_letters_and_redrives_after_a_fix(
         assert run is not None and run.data["redrive"] == 1 and run.data["attempt"] == 4
 
 
+def test_a_run_longer_than_the_lock_duration_keeps_its_message(
+    azurite: Azurite, azurite_table: str, servicebus_emulator: Any
+) -> None:
+    with deployed(
+        jobs("long"), azurite, servicebus_emulator, azurite_table, lock_duration=2.0
+    ) as d:
+        d.clock.set(W + timedelta(hours=9, seconds=1))
+        key = f"long:{format_window(W + timedelta(hours=9))}"
+        d.host.fire("timer_long")
+        assert d.host.deliver(wait=5.0) == 1  # runs 3.5 s on a 2 s lock, renewed meanwhile
+        (settled,) = next(iter(d.host.actions.values())).settled.values()
+        assert settled == "complete"  # the lock was still ours when the run finished
+        assert d.host.deliver(wait=1.0) == 0  # and nothing was redelivered
+        assert [c[1] for c in e2e_jobs.calls("long")].count(key) == 1
+
+
 def test_malformed_message_is_dead_lettered_at_once_with_the_reason(
     azurite: Azurite, azurite_table: str, servicebus_emulator: Any
 ) -> None:
