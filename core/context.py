@@ -118,6 +118,7 @@ class RunContext:
         self._uncertain = uncertain
         self._now = now
         self._item_record = item_record
+        self._window_text = run_key.split(":", 1)[1]
 
     # -- identity ---------------------------------------------------------------------------
     @property
@@ -240,13 +241,20 @@ class RunContext:
                 self._ledger.completed.append((ready.key, fp))
                 self.count("items_done")
 
+    def _item_key(self, item_key: str) -> Key:
+        return Key(ITEM, self.job.name, f"{self._window_text}/{item_key}")
+
     def _mark(self, item_key: str, fp: str, state: str) -> Op:
         data = {"key": item_key, "fp": fp, "state": state, "run_id": self.run_id}
-        record = Key(ITEM, self.job.name, f"{self.run_key.split(':', 1)[1]}/{item_key}")
-        return Merge(record, self._item_record(item_key, data))
+        return Merge(self._item_key(item_key), self._item_record(item_key, data))
+
+    def _state_mark(self, item_key: str, state: str) -> Op:
+        """Only the new state: this run's *pending* mark of the item, committed before the
+        item was yielded, already holds its key, fingerprint, run id and expiry."""
+        return Merge(self._item_key(item_key), {"state": state})
 
     def _flush_completed(self) -> list[Op]:
-        marks = [self._mark(k, fp, "done") for k, fp in self._ledger.completed]
+        marks = [self._state_mark(k, "done") for k, _ in self._ledger.completed]
         for k, fp in self._ledger.completed:
             self._ledger.known[k] = _Known("done", fp, self.run_id)
         self._ledger.completed = []
@@ -255,7 +263,7 @@ class RunContext:
     def take_completed(self) -> list[Op]:
         """Marks not yet written, for the final commit: *done* for finished items, *released*
         for items claimed but never started (they are not uncertain: nothing happened)."""
-        released = [self._mark(k, fp, "released") for k, fp in self._ledger.unstarted]
+        released = [self._state_mark(k, "released") for k, _ in self._ledger.unstarted]
         self._ledger.unstarted = []
         return self._flush_completed() + released
 
