@@ -280,8 +280,26 @@ class FirestoreStore(Store):
             option = self.client.write_option(last_update_time=self._precondition_time(op.version))
             batch.delete(ref, option=option)
         else:
-            payload, paths = self._merge_payload(op)
-            batch.set(ref, payload, merge=paths)
+            batch._add_write_pbs([self._merge_write(ref, op)])
+
+    def _merge_write(self, ref: Any, op: Merge) -> Any:
+        """The write ``batch.set(payload, merge=paths)`` sends, built directly: an update of the
+        document with the mask ``paths`` (minus the transformed fields) and the transforms. The
+        SDK's merge-path normalisation is quadratic in the paths and cost more client CPU than
+        the rest of the write (measured by ``nox -s bench``: the ledger's item marks)."""
+        from google.cloud.firestore_v1 import _helpers
+        from google.cloud.firestore_v1.types import common
+
+        payload, paths = self._merge_payload(op)
+        transformed = {("d", name) for name in (*op.increments, *op.maximums)}
+        extractor = _helpers.DocumentExtractor(payload)
+        write_pb = extractor.get_update_pb(ref._document_path)
+        write_pb.update_mask = common.DocumentMask(
+            field_paths=[p.to_api_repr() for p in paths if tuple(p.parts) not in transformed]
+        )
+        if extractor.has_transforms:
+            write_pb.update_transforms.extend(extractor.get_field_transform_pbs(ref._document_path))
+        return write_pb
 
     def _merge_payload(self, op: Merge) -> tuple[dict[str, Any], list[Any]]:
         from google.cloud import firestore
