@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from typing import Any
 
 from cronwarden.errors import CommitConflict
@@ -46,17 +47,20 @@ class SQLiteStore(Store):
         return Record(key, json.loads(row[0]), row[1]) if row else None
 
     def _commit(self, ops: list[Op]) -> list[Version]:
+        # The ops touch distinct records of one job (checked by the port), so reading them all
+        # first and writing them all after is the same as applying them one by one; it costs a
+        # few statements per commit instead of two per op (the ledger commits 200-op batches).
         with self._db.write() as conn:
             (clock,) = conn.execute(
                 "UPDATE version_clock SET value = value + 1 RETURNING value"
             ).fetchone()
+            rows = _read_rows(conn, ops)
             versions: list[Version] = []
+            writes: list[tuple[str, str, str, str, int]] = []
+            deletes: list[tuple[str, str, str]] = []
             for index, op in enumerate(ops):
                 k = op.key
-                row = conn.execute(
-                    "SELECT data, version FROM records WHERE kind=? AND job=? AND id=?",
-                    (k.kind, k.job, k.id),
-                ).fetchone()
+                row = rows.get((k.kind, k.id))
                 if isinstance(op, Create):
                     if row is not None:
                         raise CommitConflict(index, "exists", f"{k.kind} {k.job}/{k.id}")
@@ -65,10 +69,7 @@ class SQLiteStore(Store):
                     if row is None or row[1] != op.version:
                         raise CommitConflict(index, "version", f"{k.kind} {k.job}/{k.id}")
                     if isinstance(op, Delete):
-                        conn.execute(
-                            "DELETE FROM records WHERE kind=? AND job=? AND id=?",
-                            (k.kind, k.job, k.id),
-                        )
+                        deletes.append((k.kind, k.job, k.id))
                         versions.append(None)
                         continue
                     data = dict(op.data)
@@ -80,12 +81,16 @@ class SQLiteStore(Store):
                     for name, floor in op.maximums.items():
                         current = data.get(name)
                         data[name] = floor if current is None else max(int(current), floor)
-                conn.execute(
+                writes.append((k.kind, k.job, k.id, json.dumps(data, separators=(",", ":")), clock))
+                versions.append(clock)
+            if deletes:
+                conn.executemany("DELETE FROM records WHERE kind=? AND job=? AND id=?", deletes)
+            if writes:
+                conn.executemany(
                     "INSERT OR REPLACE INTO records (kind, job, id, data, version) "
                     "VALUES (?, ?, ?, ?, ?)",
-                    (k.kind, k.job, k.id, json.dumps(data, separators=(",", ":")), clock),
+                    writes,
                 )
-                versions.append(clock)
             return versions
 
     def _query(
@@ -120,3 +125,23 @@ class SQLiteStore(Store):
 
     def close(self) -> None:
         self._db.close()
+
+
+_IN_CHUNK = 500  #: ids per ``IN (...)`` (SQLite allows at least 999 parameters)
+_SELECT_IN = "SELECT id, data, version FROM records WHERE kind=? AND job=? AND id IN ({marks})"
+
+
+def _read_rows(conn: sqlite3.Connection, ops: list[Op]) -> dict[tuple[str, str], tuple[str, int]]:
+    """``(kind, id) -> (data, version)`` of the records ``ops`` touch that exist (one job)."""
+    job = ops[0].key.job
+    ids: dict[str, list[str]] = {}
+    for op in ops:
+        ids.setdefault(op.key.kind, []).append(op.key.id)
+    found: dict[tuple[str, str], tuple[str, int]] = {}
+    for kind, wanted in ids.items():
+        for start in range(0, len(wanted), _IN_CHUNK):
+            chunk = wanted[start : start + _IN_CHUNK]
+            sql = _SELECT_IN.format(marks=",".join("?" * len(chunk)))
+            for record_id, data, version in conn.execute(sql, (kind, job, *chunk)):
+                found[(kind, record_id)] = (data, version)
+    return found
