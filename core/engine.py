@@ -642,6 +642,12 @@ class Engine:
             "skips_since_success": 0,
             "counters": ctx.counters,
         }
+        success = {"last_success_window_ts": int(request.window.timestamp())}
+        maximums: dict[str, int] = {}
+        if self._newest_window(job, request, lease):
+            status.update(success)  # a plain field: no store needs a read to write it
+        else:
+            maximums = success  # raised, never lowered: Table Storage reads to do that
         if not self._finish(
             lease,
             run_data,
@@ -651,7 +657,7 @@ class Engine:
             log,
             job,
             request,
-            {"last_success_window_ts": int(request.window.timestamp())},
+            maximums,
         ):
             return Outcome(
                 OutcomeKind.LEASE_LOST,
@@ -671,6 +677,19 @@ class Engine:
         return Outcome(
             OutcomeKind.SUCCEEDED, request.run_key, ctx.run_id, counters=dict(ctx.counters)
         )
+
+    def _newest_window(self, job: Job, request: RunRequest, lease: Lease) -> bool:
+        """True when no later window of ``job`` can have succeeded before this run completes:
+        this attempt claimed more than ``lease_margin`` (the worst clock skew) before the next
+        window was due, so no later window had fired anywhere, and the job's lock, held since
+        the claim, keeps later windows from completing first (a later window that took an
+        expired lock over fences this completion out). The success window is then written as a
+        plain field; otherwise (catch-up, backfill, late retries, windows shorter than the
+        margin) as a maximum, which Table Storage can only apply by reading the status first."""
+        claimed = parse_iso(lease.run_data.get("started_at"))
+        if claimed is None:
+            return False
+        return claimed + self.settings.lease_margin < job.schedule.next_after(request.window)
 
     def _fail(
         self,

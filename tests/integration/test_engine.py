@@ -15,8 +15,8 @@ import pytest
 import cronwarden
 from cronwarden import OutcomeKind, RunContext, RunRequest, Uncertain
 from cronwarden.errors import FingerprintMismatch, LeaseLost, PermanentError
-from cronwarden.ports import ITEM, LOCK, RUN, STATUS, Key
-from tests.support.harness import Harness, at, harness
+from cronwarden.ports import ITEM, LOCK, RUN, STATUS, Key, Merge
+from tests.support.harness import FakeClock, Harness, at, harness
 
 W = at("2026-01-20T02:00Z")
 
@@ -76,6 +76,39 @@ def test_second_delivery_of_finished_run_is_duplicate(h: Harness) -> None:
 def test_window_must_be_on_the_schedule(h: Harness) -> None:
     with pytest.raises(cronwarden.CronwardenError, match="not a window"):
         h.engine.execute(RunRequest("ok", at("2026-01-20T02:30Z")))
+
+
+def test_success_window_is_plain_for_the_current_window_and_never_lowered(
+    tmp_path: Path,
+) -> None:
+    """A run claimed well before its next window writes the success window as a plain field
+    (Table Storage needs no read for it); a late catch-up of an older window writes it as a
+    maximum, so it never lowers what a newer window recorded."""
+    clock = FakeClock(W + timedelta(hours=1, seconds=5))
+    made = harness(tmp_path, [hourly("ok", lambda ctx: None)], clock=clock)
+    merges: list[Merge] = []
+    commit = made.store.commit
+
+    def recording(ops):  # type: ignore[no-untyped-def]
+        merges.extend(op for op in ops if isinstance(op, Merge) and op.key.kind == STATUS)
+        return commit(ops)
+
+    made.store.commit = recording  # type: ignore[method-assign]
+    try:
+        newer, older = W + timedelta(hours=1), W
+        assert made.engine.execute(RunRequest("ok", newer)).kind is OutcomeKind.SUCCEEDED
+        assert merges[-1].fields["last_success_window_ts"] == int(newer.timestamp())
+        assert not merges[-1].maximums
+        clock.advance(60)
+        catch_up = RunRequest("ok", older, reason="catch_up")
+        assert made.engine.execute(catch_up).kind is OutcomeKind.SUCCEEDED
+        assert "last_success_window_ts" not in merges[-1].fields
+        assert merges[-1].maximums == {"last_success_window_ts": int(older.timestamp())}
+        status = made.store.get(Key(STATUS, "ok"))
+        assert status is not None
+        assert status.data["last_success_window_ts"] == int(newer.timestamp())
+    finally:
+        made.close()
 
 
 def test_ledger_round_trips_are_one_per_batch(tmp_path: Path) -> None:
