@@ -7,6 +7,7 @@ first occurrence), following cronsim's semantics (which match those of Debian cr
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -61,12 +62,11 @@ class Schedule:
 
     def next_after(self, when: datetime) -> datetime:
         """The first window strictly after ``when`` (UTC)."""
-        return utc(next(CronSim(self.cron, utc(when).astimezone(self._tz))))
+        return _step(self.cron, self._tz, utc(when), False)
 
     def floor(self, when: datetime) -> datetime:
         """The latest window at or before ``when`` (UTC): maps any tick time to its window."""
-        start = utc(when).replace(microsecond=0) + _ONE_SECOND
-        return utc(next(CronSim(self.cron, start.astimezone(self._tz), reverse=True)))
+        return _step(self.cron, self._tz, utc(when).replace(microsecond=0) + _ONE_SECOND, True)
 
     def windows(self, start: datetime, end: datetime) -> Iterator[datetime]:
         """Windows ``w`` with ``start <= w <= end``, oldest first."""
@@ -92,3 +92,11 @@ class Schedule:
         except Exception:  # explain() is best effort; the cron itself was validated
             text = self.cron
         return f"{text} ({self.timezone})"
+
+
+@functools.lru_cache(maxsize=8192)
+def _step(cron: str, tz: ZoneInfo, start: datetime, reverse: bool) -> datetime:
+    """The next (or, reversed, the previous) window from ``start``. Cached: the watcher asks
+    the same questions about ``now`` for every job, and fleets share a few schedules (parsing
+    the expression costs more than the step)."""
+    return utc(next(CronSim(cron, start.astimezone(tz), reverse=reverse)))
