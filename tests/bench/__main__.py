@@ -21,6 +21,24 @@ from typing import Any
 from . import brokers, coldstart, costs, goals, latency, ledger, liveness, machine, report
 from .emulators import STORES, Emulators
 
+NOTES = [
+    "Round trips are counted, not timed: they do not depend on the machine's load. Timings on "
+    "this shared 2-core machine do (see the load average above); compare ratios, not absolutes.",
+    "Ledger marks: an item's *pending* mark carries its whole record (key, fingerprint, run id, "
+    "expiry); the *done* / *released* mark that follows carries only the state. Baseline (a) "
+    "writes the whole record both times.",
+    "Table Storage cannot raise a field to a maximum without reading it: a completion that must "
+    "not lower the job's last success window (a past window: catch-up, backfill, a late retry, "
+    "or a job whose interval is within `lease_margin` of its claim) reads the status first, one "
+    "more round trip. The scheduled run of the current window writes it as a plain field.",
+    "Baseline (b) on SQLite is two local autocommit transactions per item (WAL, synchronous=NORMAL,"
+    " no fsync), tens of microseconds: 10x that would be faster than writing the records raw.",
+    "Latency: every part runs in this process on loopback; the Azure Functions host is played by "
+    "`cronwarden.adapters.azure.host.LocalHost` (Core Tools cannot run here).",
+    "Cold start: the entrypoint delta is the entrypoint's own import time once its SDKs are loaded"
+    " (same process); the fresh-process totals with and without it are context (noisier).",
+]
+
 SECTIONS = ("coldstart", "costs", "ledger", "latency", "liveness", "brokers")
 PROVIDERS = ("local", "gcp", "azure")
 
@@ -91,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     results["machine"]["load_avg_end"] = list(os.getloadavg())
     results["duration_s"] = time.perf_counter() - began
     results["goals"] = goals.judge(results)
+    results["notes"] = NOTES
     for path, text in (
         (args.json, json.dumps(results, indent=1, default=str)),
         (args.markdown, report.render(results)),

@@ -1,18 +1,22 @@
 """Store round trips per run, counted (``Store.round_trips``), against the budget of DESIGN §3:
-2 per happy-path run (claim, complete) + 1 per lease renewal + 1 per ledger batch."""
+2 per happy-path run (claim, complete) + 1 per lease renewal + 1 per ledger batch.
+
+Scenarios: the scheduled run of a daily job's current window (the happy path), with a ledger,
+with forced lease renewals; and a catch-up run of a past window (the engine then raises the
+job's last success window as a maximum, which Table Storage applies by reading first)."""
 
 from __future__ import annotations
 
 import math
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cronwarden import Engine, EngineSettings, JobSet, RunRequest
+from cronwarden import Engine, EngineSettings, JobSet, RunRequest, job
 from cronwarden.engine import OutcomeKind
 
 from .emulators import Emulators
-from .jobs import make_job, windows
+from .jobs import windows
 from .probe import Probe
 from .stats import summary
 
@@ -34,18 +38,36 @@ def _sleeper(ctx: Any) -> None:
 
 
 def _scenario(
-    store: Any, name: str, handler: Any, settings: EngineSettings, repeats: int, **job: Any
+    store: Any,
+    label: str,
+    handler: Any,
+    settings: EngineSettings,
+    repeats: int,
+    *,
+    catch_up: bool = False,
+    max_runtime: str = "5m",
 ) -> dict[str, Any]:
-    jobs = JobSet([make_job(name, handler, **job)])
+    """``repeats`` runs (after one warm-up). A scheduled run is the current window of a daily
+    job (one job per repeat: distinct run keys); a catch-up run is a past window of one job."""
+    count = repeats + 1
+    if catch_up:
+        names = [label] * count
+        jobs = JobSet([job(label, cron="* * * * *", max_runtime=max_runtime)(handler)])
+        wins = windows(count)
+    else:
+        names = [f"{label}-{i}" for i in range(count)]
+        jobs = JobSet(job(n, cron="0 0 * * *", max_runtime=max_runtime)(handler) for n in names)
+        today = jobs[names[0]].schedule.floor(datetime.now(UTC))
+        wins = [today] * count
     engine = Engine(jobs, store, settings)
     probe = Probe(store)
+    reason = "catch_up" if catch_up else "schedule"
+    engine.execute(RunRequest(names[-1], wins[-1], reason=reason))  # warm-up: clients, channels
     runs = []
-    wins = windows(repeats + 1)
-    engine.execute(RunRequest(name, wins[-1]))  # warm-up: clients, channels, table
-    for window in wins[:repeats]:
+    for name, window in zip(names[:repeats], wins[:repeats], strict=True):
         probe.reset()
         started = time.perf_counter()
-        outcome = engine.execute(RunRequest(name, window))
+        outcome = engine.execute(RunRequest(name, window, reason=reason))
         elapsed = time.perf_counter() - started
         if outcome.kind is not OutcomeKind.SUCCEEDED:
             raise RuntimeError(f"{name}: {outcome}")
@@ -78,6 +100,9 @@ def measure(emulators: Emulators, stores: list[str], repeats: int = 5) -> dict[s
         with emulators.store(name) as store:
             batch = max(1, min(100, (store.max_commit_ops - 3) // 2))
             happy = _scenario(store, "bench-happy", _noop, EngineSettings(), repeats)
+            catch_up = _scenario(
+                store, "bench-catch-up", _noop, EngineSettings(), repeats, catch_up=True
+            )
             ledger = _scenario(store, "bench-ledger", _ledger, EngineSettings(), repeats)
             ledger["items"] = LEDGER_ITEMS
             ledger["batch_size"] = batch
@@ -90,5 +115,10 @@ def measure(emulators: Emulators, stores: list[str], repeats: int = 5) -> dict[s
                 max(2, repeats // 2),
                 max_runtime="10s",
             )
-            results[name] = {"happy": happy, "ledger": ledger, "renewals": renew}
+            results[name] = {
+                "happy": happy,
+                "catch_up": catch_up,
+                "ledger": ledger,
+                "renewals": renew,
+            }
     return results
