@@ -46,7 +46,7 @@ from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any, Protocol
 
-from cronwarden.engine import Engine, EngineSettings, Outcome, OutcomeKind
+from cronwarden.engine import Engine, EngineSettings, Outcome
 from cronwarden.errors import ConfigurationError
 from cronwarden.jobs import Job, JobSet
 from cronwarden.liveness import Report, Watcher
@@ -180,23 +180,6 @@ class HostSettledQueue(Queue):
         return self.servicebus.redrive(limit)
 
 
-class ServiceBusWorker(Worker):
-    """The core worker with one Service Bus mapping: ``in_progress`` is retried, not acked.
-
-    A message comes back while its run is still leased only when the first delivery's lock was
-    lost (its worker died, or ran past the host's lock renewal): the run's owner may be dead, so
-    this delivery must stay to carry the run. It comes back once the lease has surely expired.
-    """
-
-    def settle(self, delivery: Delivery, outcome: Outcome) -> None:
-        if outcome.kind is OutcomeKind.IN_PROGRESS:
-            job = self.engine.jobs.get(outcome.run_key.rsplit(":", 2)[0])
-            ttl = self.engine.lease_ttl(job).total_seconds() if job else self.visibility
-            self.queue.retry(delivery, delay=ttl)
-        else:
-            super().settle(delivery, outcome)
-
-
 def _host_actions() -> MessageActions:
     try:
         extension = importlib.import_module("azurefunctions.extensions.bindings.servicebus")
@@ -328,7 +311,7 @@ class AzureRuntime:
         actions = self.actions or _host_actions()
         queue = HostSettledQueue(self.servicebus(), actions)
         delivery = delivery_of(message)
-        return ServiceBusWorker(self.engine, queue).handle(delivery)
+        return Worker(self.engine, queue).handle(delivery)
 
     def handle_watcher(self) -> Report:
         report = self.watcher.check()
@@ -463,7 +446,6 @@ __all__ = [
     "AzureRuntime",
     "HostSettledQueue",
     "MessageActions",
-    "ServiceBusWorker",
     "build_app",
     "delivery_of",
     "runtime_of",
