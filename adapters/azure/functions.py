@@ -38,6 +38,7 @@ the app's own Service Bus sender, then the original is completed (see
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import threading
 import time
@@ -68,6 +69,7 @@ WATCHER_SCHEDULE_ENV = "CRONWARDEN_WATCHER_SCHEDULE"
 QUEUE_ENV = "CRONWARDEN_SERVICEBUS_QUEUE"
 WEBHOOK_ENV = "CRONWARDEN_WEBHOOK_URL"
 CONNECTION = "ServiceBusConnection"
+SETTLEMENT_EXTENSION = "azurefunctions.extensions.bindings.servicebus"
 DEFAULT_QUEUE = "cronwarden-runs"
 DEFAULT_WATCHER_SCHEDULE = "0 */5 * * * *"
 NAMES = ("trigger", "worker", "watcher")
@@ -102,11 +104,16 @@ def timer_function_name(job_name: str) -> str:
 
 
 def delivery_of(message: Any) -> Delivery:
-    """A :class:`Delivery` of a message the Functions host delivered (``func.ServiceBusMessage``).
+    """A :class:`Delivery` of a message the Functions host delivered.
 
-    The host's ``delivery_count`` is 1 on the first delivery (the .NET SDK adds one to the AMQP
-    header's count of failed deliveries); earlier scheduled copies add ``cw-attempt-base``.
+    Two shapes: the classic binding's ``func.ServiceBusMessage``, whose ``delivery_count`` is 1
+    on the first delivery (the host's .NET SDK adds one to the AMQP header's count of failed
+    deliveries), and the SDK-type binding's ``azure.servicebus.ServiceBusReceivedMessage``
+    (decoded from the raw AMQP message: 0 on the first delivery). Earlier scheduled copies add
+    ``cw-attempt-base``.
     """
+    if not hasattr(message, "get_body"):  # SDK type: same decoding as a pull receiver
+        return ServiceBusQueue.delivery_of_message(message)
     raw = message.application_properties or {}
     props = {str(k): str(v) for k, v in raw.items()}
     count = int(message.delivery_count or 1)
@@ -182,7 +189,7 @@ class HostSettledQueue(Queue):
 
 def _host_actions() -> MessageActions:
     try:
-        extension = importlib.import_module("azurefunctions.extensions.bindings.servicebus")
+        extension = importlib.import_module(SETTLEMENT_EXTENSION)
     except ImportError as exc:
         raise ConfigurationError(
             "the worker settles messages itself (autoCompleteMessages false) through the "
@@ -306,9 +313,10 @@ class AzureRuntime:
                 time.sleep(2.0**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def handle_message(self, message: Any) -> Outcome | None:
-        """One host-delivered Service Bus message → one execution, settled via the actions."""
-        actions = self.actions or _host_actions()
+    def handle_message(self, message: Any, actions: Any = None) -> Outcome | None:
+        """One host-delivered Service Bus message → one execution, settled via the actions
+        (given by the host with the SDK-type binding, else :attr:`actions` or the host's)."""
+        actions = actions or self.actions or _host_actions()
         queue = HostSettledQueue(self.servicebus(), actions)
         delivery = delivery_of(message)
         return Worker(self.engine, queue).handle(delivery)
@@ -354,11 +362,14 @@ def build_app(
     clock: Clock | None = None,
     actions: MessageActions | None = None,
     env: Mapping[str, str] | None = None,
+    sdk_binding: bool | None = None,
 ) -> Any:
     """A ``func.FunctionApp`` serving the jobs of ``module_or_jobset`` (see the module docs).
 
     Schedules are resolved now (a bad one fails indexing with a clear message, not the first
     tick). ``env`` defaults to ``os.environ``; ``clock``/``actions`` are for hosts and tests.
+    ``sdk_binding`` (default: whether the settlement extension is installed) picks the
+    worker's binding shape (see :func:`_worker_function`).
     The :class:`AzureRuntime` is ``app.cronwarden_runtime``.
     """
     import azure.functions as func
@@ -384,13 +395,7 @@ def build_app(
             _register_timer(app, func, runtime, job, timer)
 
     if "worker" in enabled:
-
-        def worker(message: func.ServiceBusMessage) -> None:
-            runtime.handle_message(message)
-
-        # Real classes, not the strings postponed evaluation leaves (the worker inspects them).
-        worker.__annotations__ = {"message": func.ServiceBusMessage, "return": None}
-
+        worker = _worker_function(func, runtime, sdk_binding)
         app.function_name("worker")(
             app.service_bus_queue_trigger(
                 arg_name="message",
@@ -422,6 +427,44 @@ def build_app(
     return app
 
 
+def settlement_extension_installed() -> bool:
+    """Whether ``azurefunctions-extensions-bindings-servicebus`` can be imported (not importing
+    it: it loads grpc)."""
+    try:
+        return importlib.util.find_spec(SETTLEMENT_EXTENSION) is not None
+    except (ImportError, ValueError):  # a parent package is missing
+        return False
+
+
+def _worker_function(func: Any, runtime: AzureRuntime, sdk_binding: bool | None) -> Any:
+    """The worker: with the settlement extension, the documented SDK-type binding (the message
+    as ``azure.servicebus.ServiceBusReceivedMessage`` plus the host's ``message_actions``);
+    without it, the classic ``func.ServiceBusMessage`` binding, settled through
+    :attr:`AzureRuntime.actions` (a host stand-in) or the extension's actions singleton."""
+    if sdk_binding is None:
+        sdk_binding = settlement_extension_installed()
+    if sdk_binding:
+        extension = importlib.import_module(SETTLEMENT_EXTENSION)
+
+        def sdk_worker(message: Any, message_actions: Any) -> None:
+            runtime.handle_message(message, message_actions)
+
+        # Real classes, not the strings postponed evaluation leaves (the worker inspects them).
+        sdk_worker.__annotations__ = {
+            "message": extension.ServiceBusReceivedMessage,
+            "message_actions": extension.ServiceBusMessageActions,
+            "return": None,
+        }
+        sdk_worker.__name__ = "worker"
+        return sdk_worker
+
+    def worker(message: Any) -> None:
+        runtime.handle_message(message)
+
+    worker.__annotations__ = {"message": func.ServiceBusMessage, "return": None}
+    return worker
+
+
 def _register_timer(app: Any, func: Any, runtime: AzureRuntime, job: Job, timer: Any) -> None:
     def tick(timer: func.TimerRequest) -> None:
         runtime.handle_timer(job, past_due=bool(timer.past_due))
@@ -450,5 +493,6 @@ __all__ = [
     "delivery_of",
     "runtime_of",
     "schedule_setting",
+    "settlement_extension_installed",
     "timer_function_name",
 ]

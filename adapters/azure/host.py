@@ -11,10 +11,13 @@ app's indexed functions (``app.get_functions()``: bindings, schedules, queue nam
   binding's queue and connection (app setting ``<connection>`` = connection string, or
   ``<connection>__fullyQualifiedNamespace`` with a token credential), converted to
   ``azure.functions.ServiceBusMessage`` as the host does (``delivery_count`` from 1), and given
-  to the function; the host renews each lock while the function runs (the host's
-  ``maxAutoLockRenewalDuration``) and settles through :class:`ReceiverActions`, the host's
-  message actions, by lock token. ``autoCompleteMessages: true`` bindings are completed when
-  the function returns and abandoned when it raises, like the host does.
+  to the function — or, for a function with a ``message_actions`` parameter (the SDK-type
+  binding of ``azurefunctions-extensions-bindings-servicebus``), given as the SDK's
+  ``ServiceBusReceivedMessage`` together with the actions. The host renews each lock while
+  the function runs (the host's ``maxAutoLockRenewalDuration``) and settles through
+  :class:`ReceiverActions`, the host's message actions, by lock token.
+  ``autoCompleteMessages: true`` bindings are completed when the function returns and
+  abandoned when it raises, like the host does.
 
 Run it as a process (what the end-to-end tests kill and restart)::
 
@@ -24,6 +27,7 @@ Run it as a process (what the end-to-end tests kill and restart)::
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import signal
 import sys
@@ -202,9 +206,11 @@ class LocalHost:
                 handled += 1
                 token = str(delivery.handle.lock_token)
                 actions.hold(token, delivery)
-                message = functions_message(delivery.handle)
                 try:
-                    function(message)
+                    if "message_actions" in inspect.signature(function).parameters:
+                        function(delivery.handle, actions)  # the SDK-type binding
+                    else:
+                        function(functions_message(delivery.handle))
                 except Exception as exc:
                     log.error(
                         "function raised: %s",

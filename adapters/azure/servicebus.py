@@ -258,6 +258,11 @@ class ServiceBusQueue(Queue):
 
     # -- receiving --------------------------------------------------------------------------
     def delivery_of(self, message: Any) -> Delivery:
+        return self.delivery_of_message(message)
+
+    @staticmethod
+    def delivery_of_message(message: Any) -> Delivery:
+        """The :class:`Delivery` of an SDK ``ServiceBusReceivedMessage`` (AMQP count, 0 first)."""
         props = _properties(message)
         count = int(message.delivery_count or 0)
         delivery = Delivery(

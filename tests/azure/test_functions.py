@@ -5,7 +5,9 @@ records."""
 
 from __future__ import annotations
 
+import inspect
 import itertools
+import sys
 import threading
 import time
 from collections import Counter
@@ -275,3 +277,55 @@ def test_schedule_driver_plays_the_host_timer_through_the_runtime_scheduler(
 
 def _runs(d: Any, job: str) -> dict[str, dict[str, Any]]:
     return {r.key.id: r.data for r in d.store.query(RUN, job)}
+
+
+# -- the SDK-type binding (azurefunctions-extensions-bindings-servicebus) -------------------
+@pytest.fixture
+def settlement_extension(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A stand-in for the extension's module (not installable here: it needs uamqp + grpc):
+    the same names, the SDK message type, an actions type the worker's signature names."""
+    import importlib.machinery
+    import types
+
+    from azure.servicebus import ServiceBusReceivedMessage
+
+    names = [
+        "azurefunctions",
+        "azurefunctions.extensions",
+        "azurefunctions.extensions.bindings",
+        "azurefunctions.extensions.bindings.servicebus",
+    ]
+    for name in names:
+        module = types.ModuleType(name)
+        module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        monkeypatch.setitem(sys.modules, name, module)
+    ext = sys.modules[names[-1]]
+    ext.ServiceBusReceivedMessage = type(  # type: ignore[attr-defined]
+        "ServiceBusReceivedMessage", (ServiceBusReceivedMessage,), {}
+    )
+    ext.ServiceBusMessageActions = type("ServiceBusMessageActions", (), {})  # type: ignore[attr-defined]
+    return ext
+
+
+def test_with_the_settlement_extension_the_worker_uses_the_sdk_type_binding(
+    azurite: Azurite, azurite_table: str, servicebus_emulator: Any, settlement_extension: Any
+) -> None:
+    from cronwarden.adapters.azure.functions import settlement_extension_installed
+
+    assert settlement_extension_installed()
+    found = bindings(build_app(jobs("poison")))
+    (sb,) = found["worker"]
+    assert sb["type"] == "serviceBusTrigger" and sb["autoCompleteMessages"] is False
+    e2e_jobs.POISON["on"] = True
+    window = W + timedelta(hours=11)
+    key = f"poison:{format_window(window)}"
+    with deployed(jobs("poison"), azurite, servicebus_emulator, azurite_table) as d:
+        (worker,) = d.host.queue_triggers
+        assert list(inspect.signature(worker[0]).parameters) == ["message", "message_actions"]
+        d.clock.set(window + timedelta(seconds=1))
+        d.host.fire("timer_poison")
+        d.deliver_until(lambda: d.queue.dlq_depth() == 1, what="dead letter")
+        # The SDK message's AMQP count starts at 0: attempts still count 1, 2, 3.
+        assert [c[2] for c in e2e_jobs.calls("poison") if c[1] == key] == [1, 2, 3]
+        (dead,) = d.queue.dlq_peek(1)
+        assert dead.reason == "MaxAttemptsExceeded"
