@@ -52,6 +52,19 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def chaos(session: nox.Session) -> None:
+    """The reliability harness at full size on every provider stack (tests/chaos); writes
+    docs/chaos-report.md and the JSON report ($CW_CHAOS_REPORT, default chaos-report.json)."""
+    _install_wheel(session, TEST_EXTRAS)
+    env = {
+        "CW_CHAOS": "full",
+        "CW_CHAOS_REPORT": os.environ.get("CW_CHAOS_REPORT", "chaos-report.json"),
+        "CW_CHAOS_REPORT_MD": os.environ.get("CW_CHAOS_REPORT_MD", "docs/chaos-report.md"),
+    }
+    session.run("pytest", "tests/chaos", "-m", "chaos", *session.posargs, env=env)
+
+
+@nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff: lint and formatting check."""
     session.install("ruff>=0.6")

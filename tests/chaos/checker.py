@@ -36,6 +36,9 @@ class Expect:
     windows: dict[str, list[str] | None]
     #: run keys allowed to end dead-lettered (a poison job); others must succeed
     may_dead_letter: set[str] = field(default_factory=set)
+    #: whether the trial may leave messages in the DLQ (a dead letter raises an alert: one
+    #: left by a run that succeeded is a false alarm)
+    dead_letters_expected: bool = False
 
 
 @dataclass
@@ -82,6 +85,7 @@ def check(
     alerted_jobs: Iterable[str] = (),
     texts: Iterable[str] = (),
     canaries: Iterable[str] = (),
+    dlq_depth: int = 0,
 ) -> Verdict:
     """Judge a trial. ``final_runs``: run key → final run record data; ``dead_lettered``: run
     keys found in the DLQ; ``alerted_jobs``: jobs the watcher alerted ``failing`` (``"*"`` for
@@ -196,6 +200,9 @@ def check(
         else:
             v.losses += 1
             v.violations.append(f"lost: {key} ended {state or 'with no run record'}")
+
+    if dlq_depth and not expect.dead_letters_expected:
+        v.violations.append(f"{dlq_depth} spurious dead letter(s): a false dead_letters alert")
 
     # -- secrets canary -----------------------------------------------------------------------
     secrets = [c for c in canaries if c]

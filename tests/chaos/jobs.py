@@ -134,9 +134,8 @@ def poison(ctx: RunContext) -> None:
     fixed = os.environ.get("CW_CHAOS_FIXED", "")
     if not (fixed and os.path.exists(fixed)):
         effect(ctx, "attempt", ctx.idempotency_key("attempt"), False, kind="poison")
-        ctx.log.warning("calling upstream with %s", SECRET_CONNECTION_STRING)
-        raise RuntimeError(
-            f"upstream refused the call (token {SECRET_TOKEN}); "
-            f"connection: {SECRET_CONNECTION_STRING}"
-        )
+        # configuration, as a real job reads it: the worker's environment
+        connection = os.environ.get("CHAOS_UPSTREAM_CONNECTION_STRING", "")
+        ctx.log.warning("calling upstream with %s", connection)
+        raise RuntimeError(f"upstream refused the call (token {SECRET_TOKEN}); {connection}")
     effect(ctx, "run", ctx.idempotency_key("run"), ctx.resumed)

@@ -103,6 +103,7 @@ class Trial:
             "CW_CHAOS_MARGIN": str(self.margin),
             "CW_CHAOS_FIXED": str(self.tmp / "fixed"),
             "PYTHONPATH": str(ROOT),
+            "CHAOS_UPSTREAM_CONNECTION_STRING": jobs.SECRET_CONNECTION_STRING,  # the canary
             **env,
         }
         log = self.tmp / f"worker-{len(self.workers)}.log"
@@ -224,6 +225,7 @@ class Trial:
             alerted_jobs=alerted,
             texts=self.texts(),
             canaries=jobs.CANARIES,
+            dlq_depth=self.queue.dlq_depth(),
         )
 
     def takeover_times(self, run_key: str) -> dict[int, float]:

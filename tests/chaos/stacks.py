@@ -126,7 +126,7 @@ class Stack:
             emulator = self.emulators["firestore" if part == "store" else "pubsub"]
             return [emulator.pid]
         if part == "store":
-            return list(self.emulators["azurite"].pids())
+            return list(self.emulators["azurite"].pids)
         return [self.emulators["servicebus"].pid]
 
     @contextlib.contextmanager

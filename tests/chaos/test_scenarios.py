@@ -271,7 +271,13 @@ def _poison(trial: Trial) -> tuple[Verdict, float]:
     detected = time.time() - published
     kinds = {a.kind.value for a in alerts if a.firing}
     run = trial.run_record(request.run_key)
-    before = trial.verdict(Expect({request.run_key: None}, may_dead_letter={request.run_key}))
+    before = trial.verdict(
+        Expect(
+            {request.run_key: None},
+            may_dead_letter={request.run_key},
+            dead_letters_expected=True,
+        )
+    )
     assert run["state"] == "dead_lettered", run
     assert {"dead_letters", "failing"} <= kinds, kinds
     (letter,) = trial.queue.dlq_peek(10)
@@ -327,8 +333,11 @@ def _outage(trial: Trial, part: str, seconds: float) -> tuple[Verdict, float]:
     with trial.stack.outage(part, trial.spec):
         time.sleep(seconds)  # injection: the outage lasts this long
     restored = time.time()
-    trial.wait_terminal([request.run_key], deadline=180)
-    return trial.verdict(Expect({request.run_key: items(30)})), time.time() - restored
+    after = RunRequest("chaos-once", W0)  # the next request, published once it is back
+    trial.publish(after)
+    trial.wait_terminal([request.run_key, after.run_key], deadline=180)
+    expect = Expect({request.run_key: items(30), after.run_key: None})
+    return trial.verdict(expect), time.time() - restored
 
 
 @full
@@ -353,7 +362,8 @@ def test_outage(stack: Stack, part: str, tmp_path: Path, results: list[Any]) -> 
         stack,
         [verdict],
         detection=[recovered],
-        notes=f"{how}; lease = 4 s + 1 s margin; detection = outage end → run finished",
+        notes=f"{how}; lease = 4 s + 1 s margin; detection = outage end → the interrupted run "
+        "and a request published after the outage both finished",
     )
     assert_clean([verdict])
 
@@ -432,7 +442,7 @@ def _malformed(trial: Trial, n: int) -> tuple[Verdict, int]:
     with contextlib.suppress(AssertionError):  # counted below
         poll(lambda: trial.queue.dlq_depth() >= len(bodies), deadline=120, what="dead letters")
     letters = trial.queue.dlq_peek(len(bodies) + 10)
-    verdict = trial.verdict(Expect({k: None for k in keys}))
+    verdict = trial.verdict(Expect(dict.fromkeys(keys), dead_letters_expected=True))
     missing = len(bodies) - len(letters)
     if missing:
         verdict.losses += missing
