@@ -114,7 +114,7 @@ def _effects(trial: Trial) -> int:
 
 # -- 1. duplicate-delivery storm ---------------------------------------------------------------
 def _storm(trial: Trial, copies: int, nworkers: int) -> Verdict:
-    trial.start_workers(nworkers)
+    trial.start_workers(nworkers, CW_CHAOS_RUNTIME="2s")
     request = RunRequest("chaos-fanout", W0, payload={"items": 12, "delay": 0.02})
     trial.publish(request, copies)
     trial.wait_terminal([request.run_key], deadline=90)
@@ -130,7 +130,7 @@ def _storm(trial: Trial, copies: int, nworkers: int) -> Verdict:
 
 def test_duplicate_delivery_storm(stack: Stack, tmp_path: Path, results: list[Any]) -> None:
     """The same run request delivered many times across many worker processes."""
-    trials, copies, nworkers = (3, 50, 8) if FULL else (1, 10, 3)
+    trials, copies, nworkers = (3, 50, 8) if FULL else (1, 8, 2)
     verdicts = []
     for t in range(trials):
         trial = Trial(stack, tmp_path / f"t{t}")
@@ -461,7 +461,7 @@ def test_malformed_input_fuzz(stack: Stack, tmp_path: Path, results: list[Any]) 
     dead-lettered with a reason, while valid requests around them still run."""
     trial = Trial(stack, tmp_path / "t0")
     try:
-        verdict, count = _malformed(trial, 60 if FULL else 12)
+        verdict, count = _malformed(trial, 60 if FULL else 8)
     finally:
         trial.close()
     record(
