@@ -42,7 +42,8 @@ from .spec import Plan
 
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 #: What the Azure worker settles messages through (``ServiceBusMessageActions``, the Functions
-#: host's settlement API); only pre-releases exist, which the ``b`` in the bound admits.
+#: host's settlement API; installed, it makes ``build_app`` use the SDK-type binding); only
+#: pre-releases exist, which the ``b`` in the bound admits.
 AZURE_SETTLEMENT = "azurefunctions-extensions-bindings-servicebus>=1.0.0b2,<2"
 _RESERVED = {"main", "function_app", "cronwarden"}
 _SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
