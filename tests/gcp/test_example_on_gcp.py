@@ -20,7 +20,7 @@ from .hosting import deployed
 
 pytestmark = [pytest.mark.gcp, pytest.mark.slow]
 EXAMPLE = ROOT / "examples" / "nightly_export.py"
-RENDERED_MAIN = ROOT / "tests" / "deploy" / "golden" / "gcp-nightly" / "function" / "main.py"
+RENDERED_MAIN = ROOT / "tests" / "deploy" / "golden" / "gcp-nightly-pull" / "function" / "main.py"
 
 
 def sent(mail: Path) -> list[tuple[str, str]]:
