@@ -291,6 +291,8 @@ class FirestoreStore(Store):
         from google.cloud.firestore_v1.types import common
 
         payload, paths = self._merge_payload(op)
+        if not op.increments and not op.maximums:  # the ledger's marks: plain values only
+            return _plain_update(ref._document_path, payload, [p.to_api_repr() for p in paths])
         transformed = {("d", name) for name in (*op.increments, *op.maximums)}
         extractor = _helpers.DocumentExtractor(payload)
         write_pb = extractor.get_update_pb(ref._document_path)
@@ -376,3 +378,46 @@ class FirestoreStore(Store):
         client, self._client = self._client, None
         if client is not None:
             client.close()
+
+
+def _plain_update(document_path: str, fields: Mapping[str, Any], mask: list[str]) -> Any:
+    """An update Write of plain values under ``mask``, encoded straight into protobuf: what
+    ``_helpers.DocumentExtractor`` + ``get_update_pb`` produce for the same fields (checked by
+    ``tests/gcp/test_store_writes.py``), at a fraction of proto-plus' per-value CPU."""
+    from google.cloud.firestore_v1.types import write
+
+    pb = write.Write.pb()()
+    pb.update.name = document_path
+    document_fields = pb.update.fields
+    for name, value in fields.items():
+        _set_value(document_fields[name], value)
+    pb.update_mask.field_paths.extend(mask)
+    return write.Write.wrap(pb)
+
+
+def _set_value(target: Any, value: Any) -> None:
+    """Encode ``value`` (JSON types, as :func:`._codec.encode` leaves them, or a datetime) into
+    the ``google.firestore.v1.Value`` message ``target``, as the SDK's ``encode_value`` does."""
+    if value is None:
+        target.null_value = 0
+    elif isinstance(value, bool):
+        target.boolean_value = value
+    elif isinstance(value, int):
+        target.integer_value = value
+    elif isinstance(value, float):
+        target.double_value = value
+    elif isinstance(value, str):
+        target.string_value = value
+    elif isinstance(value, dict):
+        target.map_value.SetInParent()
+        fields = target.map_value.fields
+        for key, item in value.items():
+            _set_value(fields[key], item)
+    elif isinstance(value, list):
+        target.array_value.SetInParent()
+        for item in value:
+            _set_value(target.array_value.values.add(), item)
+    elif isinstance(value, datetime):
+        target.timestamp_value.FromDatetime(value)
+    else:
+        raise TypeError(f"cannot store {type(value).__name__} in Firestore: {value!r}")
