@@ -27,7 +27,7 @@ from typing import Any
 from .emulators import Emulators, fresh_project
 from .stats import latency_summary
 
-SAMPLES = 20
+SAMPLES = 30
 
 
 @contextlib.contextmanager

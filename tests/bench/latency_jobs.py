@@ -12,7 +12,7 @@ from typing import Any
 
 from cronwarden import JobSet, job
 
-SAMPLES = 20
+SAMPLES = 30
 STARTED: dict[str, float] = {}  #: job name -> time.time() when its handler started
 EVENTS: dict[str, threading.Event] = {}
 

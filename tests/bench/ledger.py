@@ -21,16 +21,15 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cronwarden import Engine, JobSet, RunRequest
+from cronwarden import Engine, JobSet, RunRequest, job
 from cronwarden.engine import OutcomeKind
 
 from .emulators import Emulators
-from .jobs import make_job, windows
 from .stats import summary
 
 ITEMS = {"sqlite": 2000, "firestore": 500, "table": 500}
 PER_ITEM = {"sqlite": 500, "firestore": 150, "table": 150}
-REPEATS = 3
+REPEATS = 5
 
 
 def _record(key: str, state: str, run_id: str) -> dict[str, Any]:
@@ -194,20 +193,23 @@ def measure(emulators: Emulators, stores: list[str], repeats: int = REPEATS) -> 
                 for _ in ctx.items(range(count["n"])):
                     pass
 
-            jobs = JobSet([make_job("bench-ledger", handler)])
+            # The scheduled run of today's window of a daily job (the happy path), one job per
+            # repeat for distinct run keys.
+            names = [f"bench-ledger-{i}" for i in range(repeats + 1)]
+            jobs = JobSet(job(j, cron="0 0 * * *", max_runtime="5m")(handler) for j in names)
+            today = jobs[names[0]].schedule.floor(datetime.now(UTC))
             engine = Engine(jobs, store)
             native = _native(name, store, emulators.workdir)
             try:
-                wins = windows(repeats + 1)
                 count["n"] = min(n, 2 * batch)
-                _ledger_run(engine, "bench-ledger", wins[-1])  # warm-up: clients, channels
+                _ledger_run(engine, names[-1], today)  # warm-up: clients, channels
                 count["n"] = n
                 # Interleaved: each repeat runs the ledger and every baseline back to back, and
                 # the ratios are taken per repeat (load on a shared machine drifts over minutes).
                 ledger, raw, floor, per_item, trips = [], [], [], [], []
                 for rep in range(repeats):
                     before = store.round_trips
-                    ledger.append(_ledger_run(engine, "bench-ledger", wins[rep]))
+                    ledger.append(_ledger_run(engine, names[rep], today))
                     trips.append(store.round_trips - before)
                     commits = _stream(n, batch, f"raw{rep}")
                     raw.append(_timed(lambda c=commits, r=rep, w=native: _batches(w, f"a{r}", c)))
