@@ -519,8 +519,9 @@ def test_clock_skew(stack: Stack, tmp_path: Path, results: list[Any]) -> None:
         stack,
         verdicts,
         notes="default lease margin (60 s) = the workers' relative skew; trial 1: the slow-clock "
-        "owner is SIGSTOPped and the fast-clock worker takes over, then the owner resumes; "
-        "trial 2: the fast-clock worker gets a copy while the owner is healthy",
+        "owner is SIGSTOPped and the fast-clock worker takes over, then the owner resumes "
+        "(before the lease-deadline fix it went on acting: 4 side effects ~2 s after the "
+        "takeover); trial 2: the fast-clock worker gets a copy while the owner is healthy",
     )
     assert_clean(verdicts)
 
@@ -599,7 +600,7 @@ def _catch_up(trial: Trial) -> tuple[Verdict, int]:
 
 @full
 def test_missed_fires_catch_up(stack: Stack, tmp_path: Path, results: list[Any]) -> None:
-    """The scheduler was down for five windows; one fire enqueues them oldest first."""
+    """The scheduler was down for an hour; one fire enqueues the missed windows oldest first."""
     trial = Trial(stack, tmp_path / "t0")
     try:
         verdict, inversions = _catch_up(trial)
@@ -610,8 +611,9 @@ def test_missed_fires_catch_up(stack: Stack, tmp_path: Path, results: list[Any])
         "missed fires + catch-up",
         stack,
         [verdict],
-        notes=f"5 missed windows + the current one, 2 workers; order inversions (a newer "
-        f"window claimed before an older one): {inversions}",
+        notes="the scheduler was down for an hour: one fire enqueues the 12 missed windows "
+        "(oldest first, `CatchUp.oldest_first('1h', 12)`) and the current one; 2 workers; "
+        "order inversions = pairs of windows where the newer one was claimed first",
         extra={"order_inversions": inversions},
     )
     assert_clean([verdict])
