@@ -40,39 +40,42 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any, Protocol
 
-from cronwarden.engine import Engine, EngineSettings, Outcome
+from cronwarden.engine import EngineSettings, Outcome
 from cronwarden.errors import ConfigurationError
+from cronwarden.hosting import (
+    FUNCTION_NAMES,
+    HostedRuntime,
+    enabled_functions,
+    jobset_of,
+)
 from cronwarden.jobs import Job, JobSet
-from cronwarden.liveness import Report, Watcher
+from cronwarden.liveness import Report
 from cronwarden.logs import get_logger
 from cronwarden.model import RunRequest
-from cronwarden.notify import LogNotifier, Notifier, WebhookNotifier
+from cronwarden.notify import Notifier
 from cronwarden.ports import DeadLetter, Delivery, Provider, Queue
 from cronwarden.redaction import redact
-from cronwarden.trigger import Trigger, Worker
+from cronwarden.trigger import Worker
 
 from ._timer import TimerSchedule, due_window, timer_schedule_for
 from .servicebus import MAX_DELIVERY_REASON, ServiceBusQueue, attempt_of, public_attributes
 
 log = get_logger("azure.functions")
 
-FUNCTIONS_ENV = "CRONWARDEN_FUNCTIONS"
 SCHEDULE_ENV_PREFIX = "CRONWARDEN_SCHEDULE_"
 WATCHER_SCHEDULE_ENV = "CRONWARDEN_WATCHER_SCHEDULE"
 QUEUE_ENV = "CRONWARDEN_SERVICEBUS_QUEUE"
-WEBHOOK_ENV = "CRONWARDEN_WEBHOOK_URL"
 CONNECTION = "ServiceBusConnection"
 SETTLEMENT_EXTENSION = "azurefunctions.extensions.bindings.servicebus"
 DEFAULT_QUEUE = "cronwarden-runs"
 DEFAULT_WATCHER_SCHEDULE = "0 */5 * * * *"
-NAMES = ("trigger", "worker", "watcher")
+NAMES = FUNCTION_NAMES
 _TICK_ATTEMPTS = 3
 Clock = Callable[[], datetime]
 
@@ -200,7 +203,7 @@ def _host_actions() -> MessageActions:
     return actions
 
 
-class AzureRuntime:
+class AzureRuntime(HostedRuntime):
     """What the functions share; built lazily, once per instance, thread-safe."""
 
     def __init__(
@@ -213,27 +216,11 @@ class AzureRuntime:
         clock: Clock | None = None,
         actions: MessageActions | None = None,
     ) -> None:
-        self.jobs = jobs
-        self.settings = settings
+        super().__init__(jobs, provider=provider, settings=settings, notifiers=notifiers)
         self.clock: Clock = clock or (lambda: datetime.now(UTC))
         self.actions = actions
         self.timers: dict[str, TimerSchedule] = {}
         self.last_report: Report | None = None
-        self._provider = provider
-        self._notifiers = notifiers
-        self._lock = threading.RLock()
-        self._engine: Engine | None = None
-        self._trigger: Trigger | None = None
-        self._watcher: Watcher | None = None
-
-    @property
-    def provider(self) -> Provider:
-        with self._lock:
-            if self._provider is None:
-                from cronwarden.config import provider_from_env
-
-                self._provider = provider_from_env()
-            return self._provider
 
     def servicebus(self) -> ServiceBusQueue:
         queue = self.provider.queue()
@@ -244,39 +231,8 @@ class AzureRuntime:
             )
         return queue
 
-    @property
-    def engine(self) -> Engine:
-        with self._lock:
-            if self._engine is None:
-                self._engine = Engine(self.jobs, self.provider.store(), self.settings)
-            return self._engine
-
-    @property
-    def trigger(self) -> Trigger:
-        with self._lock:
-            if self._trigger is None:
-                self._trigger = Trigger(self.jobs, self.servicebus(), self.provider.store())
-            return self._trigger
-
-    @property
-    def watcher(self) -> Watcher:
-        with self._lock:
-            if self._watcher is None:
-                notifiers = self._notifiers
-                if notifiers is None:
-                    notifiers = [LogNotifier()]
-                    url = os.environ.get(WEBHOOK_ENV)
-                    if url:
-                        notifiers.append(WebhookNotifier(url))
-                self._watcher = Watcher(
-                    self.jobs, self.provider.store(), self.provider.queue(), notifiers=notifiers
-                )
-            return self._watcher
-
-    def close(self) -> None:
-        with self._lock:
-            if self._provider is not None:
-                self._provider.close()
+    def run_queue(self) -> ServiceBusQueue:
+        return self.servicebus()
 
     # -- the handlers -----------------------------------------------------------------------
     def handle_timer(self, job: Job, past_due: bool = False) -> list[RunRequest]:
@@ -327,32 +283,6 @@ class AzureRuntime:
         return report
 
 
-def _jobset(target: ModuleType | JobSet | str) -> JobSet:
-    if isinstance(target, JobSet):
-        jobs = target
-    elif isinstance(target, ModuleType):
-        jobs = JobSet.from_module(target)
-    else:
-        from cronwarden.config import load_jobs
-
-        return load_jobs(target)
-    if not len(jobs):
-        raise ConfigurationError("no jobs to serve (declare them with @cronwarden.job)")
-    return jobs
-
-
-def _enabled(env: Mapping[str, str]) -> set[str]:
-    raw = env.get(FUNCTIONS_ENV, "")
-    chosen = {part.strip().lower() for part in raw.split(",") if part.strip()}
-    unknown = chosen - set(NAMES)
-    if unknown:
-        raise ConfigurationError(
-            f"${FUNCTIONS_ENV}: unknown function(s) {', '.join(sorted(unknown))}; "
-            f"choose from {', '.join(NAMES)}"
-        )
-    return chosen or set(NAMES)
-
-
 def build_app(
     module_or_jobset: ModuleType | JobSet | str,
     *,
@@ -375,7 +305,7 @@ def build_app(
     import azure.functions as func
 
     env = os.environ if env is None else env
-    jobs = _jobset(module_or_jobset)
+    jobs = jobset_of(module_or_jobset)
     runtime = AzureRuntime(
         jobs,
         provider=provider,
@@ -384,7 +314,7 @@ def build_app(
         clock=clock,
         actions=actions,
     )
-    enabled = _enabled(env)
+    enabled = enabled_functions(env)
     app = func.FunctionApp()
     app.__dict__["cronwarden_runtime"] = runtime
 

@@ -36,20 +36,26 @@ import json
 import logging
 import os
 import sys
-import threading
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from cronwarden.engine import Engine, EngineSettings, Outcome, OutcomeKind
+from cronwarden.engine import EngineSettings, Outcome, OutcomeKind
 from cronwarden.errors import ConfigurationError
+from cronwarden.hosting import (
+    FUNCTION_NAMES,
+    FUNCTIONS_ENV,
+    HostedRuntime,
+    enabled_functions,
+    jobset_of,
+)
 from cronwarden.jobs import JobSet
-from cronwarden.liveness import Report, Watcher
+from cronwarden.liveness import Report
 from cronwarden.logs import get_logger
-from cronwarden.notify import LogNotifier, Notifier, WebhookNotifier
+from cronwarden.notify import Notifier
 from cronwarden.ports import Delivery, Provider
 from cronwarden.redaction import redact
-from cronwarden.trigger import Trigger, Worker
+from cronwarden.trigger import Worker
 
 from .push import (
     ACK_STATUS,
@@ -65,9 +71,7 @@ from .ticks import parse_tick
 
 log = get_logger("gcp.functions")
 
-FUNCTIONS_ENV = "CRONWARDEN_FUNCTIONS"
-WEBHOOK_ENV = "CRONWARDEN_WEBHOOK_URL"
-NAMES = ("trigger", "worker", "watcher")
+NAMES = FUNCTION_NAMES
 Response = tuple[str, int, dict[str, str]]
 HttpFunction = Callable[[Any], Response]
 
@@ -92,7 +96,7 @@ class PushWorker(Worker):
             super().settle(delivery, outcome)
 
 
-class FunctionsRuntime:
+class FunctionsRuntime(HostedRuntime):
     """What the three functions share; built lazily, once per instance, thread-safe."""
 
     def __init__(
@@ -103,24 +107,8 @@ class FunctionsRuntime:
         settings: EngineSettings | None = None,
         notifiers: list[Notifier] | None = None,
     ) -> None:
-        self.jobs = jobs
-        self.settings = settings
-        self._provider = provider
-        self._notifiers = notifiers
-        self._lock = threading.RLock()
-        self._engine: Engine | None = None
-        self._trigger: Trigger | None = None
+        super().__init__(jobs, provider=provider, settings=settings, notifiers=notifiers)
         self._worker: PushWorker | None = None
-        self._watcher: Watcher | None = None
-
-    @property
-    def provider(self) -> Provider:
-        with self._lock:
-            if self._provider is None:
-                from cronwarden.config import provider_from_env
-
-                self._provider = provider_from_env()
-            return self._provider
 
     def pubsub(self) -> PubSubQueue:
         queue = self.provider.queue()
@@ -131,19 +119,8 @@ class FunctionsRuntime:
             )
         return queue
 
-    @property
-    def engine(self) -> Engine:
-        with self._lock:
-            if self._engine is None:
-                self._engine = Engine(self.jobs, self.provider.store(), self.settings)
-            return self._engine
-
-    @property
-    def trigger(self) -> Trigger:
-        with self._lock:
-            if self._trigger is None:
-                self._trigger = Trigger(self.jobs, self.pubsub(), self.provider.store())
-            return self._trigger
+    def run_queue(self) -> PubSubQueue:
+        return self.pubsub()
 
     @property
     def worker(self) -> PushWorker:
@@ -157,26 +134,6 @@ class FunctionsRuntime:
         queue = self.worker.queue
         assert isinstance(queue, PushQueue)
         return queue
-
-    @property
-    def watcher(self) -> Watcher:
-        with self._lock:
-            if self._watcher is None:
-                notifiers = self._notifiers
-                if notifiers is None:
-                    notifiers = [LogNotifier()]
-                    url = os.environ.get(WEBHOOK_ENV)
-                    if url:
-                        notifiers.append(WebhookNotifier(url))
-                self._watcher = Watcher(
-                    self.jobs, self.provider.store(), self.provider.queue(), notifiers=notifiers
-                )
-            return self._watcher
-
-    def close(self) -> None:
-        with self._lock:
-            if self._provider is not None:
-                self._provider.close()
 
     # -- the three handlers -----------------------------------------------------------------
     def handle_trigger(self, raw: bytes, headers: dict[str, str]) -> Response:
@@ -267,26 +224,6 @@ def summary(report: Report) -> dict[str, Any]:
     }
 
 
-def _jobset(target: ModuleType | JobSet | str) -> JobSet:
-    if isinstance(target, JobSet):
-        jobs = target
-    elif isinstance(target, ModuleType):
-        jobs = JobSet.from_module(target)
-    else:
-        from cronwarden.config import load_jobs
-
-        return load_jobs(target)
-    if not len(jobs):
-        raise ConfigurationError("no jobs to serve (declare them with @cronwarden.job)")
-    return jobs
-
-
-def _enabled() -> set[str]:
-    raw = os.environ.get(FUNCTIONS_ENV, "")
-    chosen = {part.strip().lower() for part in raw.split(",") if part.strip()}
-    return chosen or set(NAMES)
-
-
 def make_functions(
     module_or_jobset: ModuleType | JobSet | str,
     *,
@@ -304,7 +241,7 @@ def make_functions(
     running on Cloud Functions / Cloud Run (``$K_SERVICE`` set).
     """
     runtime = FunctionsRuntime(
-        _jobset(module_or_jobset), provider=provider, settings=settings, notifiers=notifiers
+        jobset_of(module_or_jobset), provider=provider, settings=settings, notifiers=notifiers
     )
     if configure_logging is None:
         configure_logging = bool(os.environ.get("K_SERVICE"))
@@ -312,7 +249,7 @@ def make_functions(
         from cronwarden.logs import configure
 
         configure(logging.INFO, stream=sys.stdout)
-    enabled = _enabled()
+    enabled = enabled_functions()
 
     def disabled(name: str) -> Response | None:
         if name in enabled:
