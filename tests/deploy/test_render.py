@@ -438,3 +438,14 @@ def test_azure_package_agrees_with_the_function_app(rendered: dict[str, Rendered
     assert AZURE_SETTLEMENT in (package / "requirements.txt").read_text().splitlines()
     watcher_only = rendered["gcp-quarter-hourly-azure-watcher"].out / "watcher" / "function"
     assert AZURE_SETTLEMENT not in (watcher_only / "requirements.txt").read_text()
+
+
+def test_rendered_setting_names_are_the_ones_the_hosts_read() -> None:
+    """The webhook and function-selection settings the renderer writes are the names the GCP
+    functions and the Azure app read (cronwarden.hosting)."""
+    from cronwarden import hosting
+    from cronwarden.deploy import azure, gcp
+
+    assert gcp.WEBHOOK_ENV == azure.WEBHOOK_ENV == hosting.WEBHOOK_ENV
+    assert hosting.FUNCTIONS_ENV in azure.app_settings(watcher_here=True)
+    assert hosting.FUNCTIONS_ENV in gcp.watcher_environment("cronwarden")
