@@ -80,7 +80,7 @@ def test_sigkill_mid_ledger_resumes_from_checkpoint_items_once(tmp_path: Path) -
         "CW_TEST_ITEMS": "30",
         "CW_TEST_BATCH": "5",
         "CW_TEST_ITEM_DELAY": "0.05",
-        "CW_TEST_RUNTIME": "2s",
+        "CW_TEST_RUNTIME": "4s",
     }
     with reaping([start_worker(db, fx, "fanout", WINDOW, env=env, lease_margin=0.3)]) as procs:
         poll(lambda: len(effects(fx, "item")) >= 12, what="12 items processed")
@@ -127,7 +127,7 @@ def test_sigstopped_owner_is_fenced_after_takeover(tmp_path: Path) -> None:
         "CW_TEST_ITEMS": "40",
         "CW_TEST_BATCH": "5",
         "CW_TEST_ITEM_DELAY": "0.05",
-        "CW_TEST_RUNTIME": "2s",
+        "CW_TEST_RUNTIME": "4s",
     }
     with reaping([start_worker(db, fx, "fanout", WINDOW, env=env, lease_margin=0.3)]) as procs:
         first = procs[0]
