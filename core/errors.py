@@ -23,7 +23,18 @@ class UnknownJob(MalformedRunRequest):
     """A run request names a job the worker does not know."""
 
 
-class CommitConflict(CronwardenError):
+class StoreError(CronwardenError):
+    """Base of the three outcomes every store adapter maps its SDK's failures to.
+
+    * :class:`CommitConflict`: a precondition failed; nothing was applied.
+    * :class:`StoreUnavailable`: the store could not be reached; nothing was applied, so the
+      same write may be sent again as it is.
+    * :class:`CommitOutcomeUnknown`: the write may or may not have been applied (a timeout or a
+      connection reset after the request was sent); read back before assuming either way.
+    """
+
+
+class CommitConflict(StoreError):
     """An atomic commit was refused because a precondition of one operation failed.
 
     ``index`` is the position of the failing operation; ``reason`` is ``"exists"`` (create of an
@@ -37,8 +48,14 @@ class CommitConflict(CronwardenError):
         super().__init__(f"commit refused at op {index}: {reason}{': ' + detail if detail else ''}")
 
 
-class StoreUnavailable(CronwardenError):
-    """The store could not be reached; the outcome of the last commit is unknown."""
+class StoreUnavailable(StoreError):
+    """The store could not be reached and the operation was **not applied** (safe to resend)."""
+
+
+class CommitOutcomeUnknown(StoreUnavailable):
+    """The commit **may have been applied** (timeout, reset after send): read back what it wrote
+    before assuming either way. A subclass of :class:`StoreUnavailable` so callers that only know
+    "the store failed" keep working."""
 
 
 class RunInterrupted(CronwardenError):

@@ -187,21 +187,26 @@ REDRIVE_ATTRIBUTE = "cw-redrive"  #: redrive generation a redriven message carri
 REASON_ATTRIBUTE = "cw-dead-letter-reason"
 
 
-class Queue(abc.ABC):
-    """At-least-once delivery of run requests, with bounded retries and a dead-letter queue.
+@dataclass(frozen=True)
+class QueueCapabilities:
+    """What a broker does by itself, so the core never has to guess from the adapter's class.
 
-    Contract, checked by the conformance suite:
-
-    * ``publish`` with a ``dedup_id`` seen within the queue's dedup window enqueues nothing
-      (brokers without deduplication may deliver twice: the store's claim dedupes for real).
-    * A received message is invisible to other receivers for ``visibility`` seconds, or until
-      settled. Unsettled, it is delivered again with ``attempt`` + 1.
-    * ``ack`` removes it. ``retry(delay)`` makes it visible again after about ``delay``.
-      ``dead_letter(reason)`` moves it to the dead-letter queue with the reason.
-    * After ``max_deliveries`` deliveries without settlement, the broker moves it to the DLQ.
-    * ``dlq_peek`` does not consume; ``redrive(limit)`` moves at most ``limit`` messages back,
-      each carrying :data:`REDRIVE_ATTRIBUTE` incremented, and returns how many moved.
+    ``dedup``: a ``publish`` with a ``dedup_id`` seen within the dedup window enqueues nothing.
+    ``max_deliveries``: the broker itself dead-letters a message after that many unsettled
+    deliveries (``None``: it never does; the worker's verdicts are the only way to the DLQ).
+    ``max_delay``: the longest ``delay`` one publish or retry can carry (seconds; ``None``: no
+    limit); longer postponements are chained by the caller.
     """
+
+    dedup: bool = False
+    max_deliveries: int | None = None
+    max_delay: float | None = None
+
+
+class Publisher(abc.ABC):
+    """The role of whoever enqueues run requests (a trigger, a scheduler tick, a redrive)."""
+
+    capabilities: QueueCapabilities = QueueCapabilities()
 
     @abc.abstractmethod
     def publish(
@@ -211,7 +216,24 @@ class Queue(abc.ABC):
         attributes: Mapping[str, str] | None = None,
         dedup_id: str | None = None,
         delay: float = 0.0,
-    ) -> None: ...
+    ) -> None:
+        """Enqueue ``body``; with a ``dedup_id`` seen within the broker's dedup window, enqueue
+        nothing (brokers without deduplication may deliver twice: the store's claim dedupes)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections. Idempotent."""
+
+
+class Consumer(abc.ABC):
+    """The role of a pull worker: receive deliveries and settle each one exactly once.
+
+    A received message is invisible to other receivers for ``visibility`` seconds, or until
+    settled. Unsettled, it is delivered again with ``attempt`` + 1. ``ack`` removes it,
+    ``retry(delay)`` makes it visible again after about ``delay``, ``dead_letter(reason)`` moves
+    it to the dead-letter queue with the reason. Hosts whose platform settles for them (a push
+    endpoint, a Functions trigger) do not implement this role: they apply a
+    :class:`~cronwarden.settlement.Verdict` in their own way.
+    """
 
     @abc.abstractmethod
     def receive(
@@ -232,6 +254,14 @@ class Queue(abc.ABC):
     @abc.abstractmethod
     def dead_letter(self, delivery: Delivery, reason: str, description: str = "") -> None: ...
 
+
+class DeadLetters(abc.ABC):
+    """The operator's view of the dead-letter queue: depth, peek, capped redrive.
+
+    ``dlq_peek`` does not consume; ``redrive(limit)`` moves at most ``limit`` messages back,
+    each carrying :data:`REDRIVE_ATTRIBUTE` incremented, and returns how many moved.
+    """
+
     @abc.abstractmethod
     def dlq_depth(self) -> int: ...
 
@@ -241,8 +271,14 @@ class Queue(abc.ABC):
     @abc.abstractmethod
     def redrive(self, limit: int = 10) -> int: ...
 
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """Release connections. Idempotent."""
+
+class Queue(Publisher, Consumer, DeadLetters):
+    """A full broker binding: every role at once (what a pull worker and the CLI use).
+
+    Contract, checked by the conformance suite: the three roles' contracts, plus: after
+    ``capabilities.max_deliveries`` deliveries without settlement, the broker moves a message to
+    the DLQ; with ``capabilities.dedup`` a repeated ``dedup_id`` enqueues nothing.
+    """
 
 
 class Provider(abc.ABC):
