@@ -236,7 +236,7 @@ class Store(abc.ABC):
         if isinstance(legacy, int) and "capabilities" not in cls.__dict__:
             # an adapter written before capabilities existed: ``max_commit_ops = N``
             cls.capabilities = replace(cls.capabilities, max_commit_ops=legacy)
-            del cls.max_commit_ops  # type: ignore[misc]
+            del cls.max_commit_ops
 
     def __init__(self) -> None:
         self._rt_lock = threading.Lock()
