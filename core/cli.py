@@ -357,20 +357,21 @@ def _print_history(store: Any, job: Any, *, limit: int) -> None:
     from rich.table import Table
 
     from .ports import RUN
+    from .records import RunRecord
 
     records = store.query(RUN, job.name)[-limit:][::-1]
     table = Table(title=f"history of {job.name}")
     for column in ("window", "state", "attempt", "run id", "duration ms", "error"):
         table.add_column(column)
     for record in records:
-        d = record.data
+        run = RunRecord.from_data(record.data)
         table.add_row(
             record.key.id,
-            str(d.get("state")),
-            str(d.get("attempt")),
-            str(d.get("run_id")),
-            str(d.get("duration_ms", "")),
-            redact(str(d.get("error") or ""))[:80],
+            run.state.value,
+            str(run.attempt),
+            run.run_id,
+            "" if run.duration_ms is None else str(run.duration_ms),
+            redact(run.error or "")[:80],
         )
     Console().print(table)
 

@@ -27,7 +27,7 @@ from .logs import get_logger
 from .model import format_window
 from .notify import LogNotifier, Notifier
 from .ports import STATUS, Merge, Queue, Record, Store
-from .records import iso, parse_iso, status_key_of
+from .records import StatusRecord, iso, status_key_of
 from .redaction import redact
 
 WATCHER_RECORD = "_watcher"  #: status record of the watcher itself (queue-wide alerts)
@@ -126,11 +126,11 @@ class Watcher:
 
     def _job_health(self, job: Job, status: dict[str, Any], now: datetime) -> JobHealth:
         conditions: dict[Condition, Alert] = {}
-        last_ts = status.get("last_success_window_ts")
-        last_window = datetime.fromtimestamp(last_ts, UTC) if isinstance(last_ts, int) else None
-        last_success = parse_iso(status.get("last_success_at"))
+        record = StatusRecord.from_data(status)
+        last_window = record.last_success_window
+        last_success = record.last_success_at
         expected_next = job.schedule.next_after(now)
-        first_seen = parse_iso(status.get("first_seen_at")) or now
+        first_seen = record.first_seen_at or now
         grace = job.grace_at(now)
         due = job.schedule.floor(now - grace)
         common = {"last_success": last_success, "expected_next": expected_next}
@@ -152,9 +152,9 @@ class Watcher:
                 extra={"window": format_window(due)},
                 **common,
             )
-        failures = int(status.get("consecutive_failures") or 0)
+        failures = record.consecutive_failures
         if failures >= job.liveness.failure_threshold:
-            error = redact(str(status.get("error_snippet") or status.get("last_error") or "?"))
+            error = redact(record.error or "?")
             conditions[Condition.FAILING] = Alert(
                 job.name,
                 Condition.FAILING,
@@ -166,8 +166,8 @@ class Watcher:
                 extra={"consecutive_failures": failures},
                 **common,
             )
-        started = parse_iso(status.get("started_at"))
-        if status.get("status") == "running" and started and now - started > job.max_runtime:
+        started = record.started_at
+        if record.status == "running" and started and now - started > job.max_runtime:
             conditions[Condition.STUCK] = Alert(
                 job.name,
                 Condition.STUCK,
@@ -181,7 +181,7 @@ class Watcher:
                 extra={"run_id": status.get("run_id")},
                 **common,
             )
-        skips = int(status.get("skips_since_success") or 0)
+        skips = record.skips_since_success
         if skips >= job.liveness.skip_threshold:
             conditions[Condition.SKIPPING] = Alert(
                 job.name,

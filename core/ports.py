@@ -88,11 +88,14 @@ class StoreCapabilities:
     ``maximums`` is applied server-side in the commit's one round trip. When ``False`` the
     adapter reads the record first (one more round trip per such Merge, counted), so callers
     on a hot path write a plain field whenever they can prove it correct.
+    ``native_types``: types a top-level field may hold besides JSON types, because the backend
+    stores them natively (Table Storage: aware ``datetime``); the engine never relies on them.
     """
 
     max_commit_ops: int = 500
     atomic_increment: bool = True
     atomic_maximum: bool = True
+    native_types: tuple[type, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -150,8 +153,20 @@ def check_merge(op: Merge) -> None:
             raise ValueError(f"Merge counter {name!r} must be an integer, got {amount!r}")
 
 
-def check_commit(ops: Sequence[Op], max_commit_ops: int) -> None:
+def check_data(data: Mapping[str, Any], where: str = "data", native: tuple[type, ...] = ()) -> None:
+    """Raise ``ValueError`` unless ``data`` holds JSON values (or, as top-level fields,
+    values of the ``native`` types a backend declares)."""
+    for name, value in data.items():
+        if not isinstance(name, str):
+            raise ValueError(f"{where}: field names must be text, got {name!r}")
+        if native and isinstance(value, native):
+            continue
+        check_json(value, f"{where}.{name}")
+
+
+def check_commit(ops: Sequence[Op], capabilities: StoreCapabilities) -> None:
     """The rules every commit obeys, whatever the backend (raises ``ValueError``)."""
+    max_commit_ops = capabilities.max_commit_ops
     if len(ops) > max_commit_ops:
         raise ValueError(f"{len(ops)} ops in one commit; the limit is {max_commit_ops}")
     for op in ops:
@@ -161,12 +176,14 @@ def check_commit(ops: Sequence[Op], max_commit_ops: int) -> None:
         raise ValueError(f"a commit must touch one job's records, got {sorted(jobs)}")
     if len({op.key for op in ops}) != len(ops):
         raise ValueError("a commit must touch each record at most once")
+    native = capabilities.native_types
     for op in ops:
+        where = f"{op.key.kind} {op.key.job}/{op.key.id}"
         if isinstance(op, Create | Update):
-            check_json(dict(op.data), f"{op.key.kind} {op.key.job}/{op.key.id}")
+            check_data(op.data, where, native)
         elif isinstance(op, Merge):
             check_merge(op)
-            check_json(dict(op.fields), f"{op.key.kind} {op.key.job}/{op.key.id}")
+            check_data(op.fields, where, native)
 
 
 def apply_merge(existing: Mapping[str, Any] | None, merge: Merge) -> dict[str, Any]:
@@ -284,7 +301,7 @@ class Store(abc.ABC):
     def commit(self, ops: Sequence[Op]) -> list[Version]:
         if not ops:
             return []
-        check_commit(ops, self.capabilities.max_commit_ops)
+        check_commit(ops, self.capabilities)
         self._round_trip("commit", ops[0].key.kind, len(ops))
         return self._commit(list(ops))
 

@@ -34,6 +34,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -86,7 +87,10 @@ class TableStore(Store):
     #: 100: the entity-group transaction limit (Azurite breaks above it). No atomic increment
     #: or maximum: such a Merge reads the entity first (one more round trip, counted).
     capabilities = StoreCapabilities(
-        max_commit_ops=100, atomic_increment=False, atomic_maximum=False
+        max_commit_ops=100,
+        atomic_increment=False,
+        atomic_maximum=False,
+        native_types=(datetime,),  #: aware datetimes as Edm.DateTime (see ._entity)
     )
     merge_attempts = 30  #: tries of a commit whose Merge increments keep losing races
 
