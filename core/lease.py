@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,12 +44,17 @@ class Lease:
         clock: Clock,
         ttl: timedelta,
         run_key: Key,
-        run: RunRecord,
+        run: RunRecord | Mapping[str, Any],
         run_version: Version,
         lock_key: Key,
-        lock: LockRecord,
+        lock: LockRecord | Mapping[str, Any],
         lock_version: Version,
     ) -> None:
+        """``run`` and ``lock`` as claimed (records, or their data as stored)."""
+        if not isinstance(run, RunRecord):
+            run = RunRecord.from_data(run)
+        if not isinstance(lock, LockRecord):
+            lock = LockRecord.from_data(lock)
         self.store = store
         self.clock = clock
         self.ttl = ttl
