@@ -30,9 +30,10 @@ queue and engine are built on the first invocation and reused. Indexing the app
 settle it: the worker calls the host's message actions (``ServiceBusMessageActions`` of the
 ``azurefunctions-extensions-bindings-servicebus`` package, looked up by lock token), or whatever
 object :attr:`AzureRuntime.actions` is set to (the local host in
-:mod:`cronwarden.adapters.azure.host` plays that part). Retries are scheduled copies sent with
-the app's own Service Bus sender, then the original is completed (see
-:mod:`.servicebus` for the window between the two).
+:mod:`cronwarden.emulators.azure_functions.host` plays that part), in one function,
+:func:`settle_with_actions`, applying the worker's verdict. Retries are scheduled copies sent
+with the app's own Service Bus sender, then the original is completed (see :mod:`.servicebus`
+for the window between the two).
 """
 
 from __future__ import annotations

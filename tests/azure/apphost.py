@@ -1,5 +1,5 @@
 """Building the Azure function app against Azurite + the Service Bus emulator, hosted in-process
-by ``cronwarden.adapters.azure.host.LocalHost`` (the Functions host's stand-in)."""
+by ``cronwarden.emulators.azure_functions.host.LocalHost`` (the Functions host's stand-in)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 from cronwarden import JobSet
 from cronwarden.adapters.azure import AzureProvider, ServiceBusQueue, TableStore
 from cronwarden.adapters.azure.functions import AzureRuntime, build_app, runtime_of
-from cronwarden.adapters.azure.host import LocalHost
+from cronwarden.emulators.azure_functions.host import LocalHost
 from cronwarden.emulators.azurite import Azurite
 from tests.support.harness import FakeClock
 
