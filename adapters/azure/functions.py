@@ -67,16 +67,21 @@ from cronwarden.trigger import Worker
 
 from ._timer import TimerSchedule, due_window, timer_schedule_for
 from .servicebus import ServiceBusQueue, attempt_of, public_attributes, retry_by_copy
+from .settings import (  # noqa: F401 - the old names of these constants stay importable here
+    DEFAULT_QUEUE,
+    DEFAULT_WATCHER_SCHEDULE,
+    QUEUE_ENV,
+    SCHEDULE_ENV_PREFIX,
+    SERVICEBUS_BINDING_CONNECTION,
+    WATCHER_SCHEDULE_ENV,
+    AzureSettings,
+    schedule_setting,
+)
 
 log = get_logger("azure.functions")
 
-SCHEDULE_ENV_PREFIX = "CRONWARDEN_SCHEDULE_"
-WATCHER_SCHEDULE_ENV = "CRONWARDEN_WATCHER_SCHEDULE"
-QUEUE_ENV = "CRONWARDEN_SERVICEBUS_QUEUE"
-CONNECTION = "ServiceBusConnection"
+CONNECTION = SERVICEBUS_BINDING_CONNECTION
 SETTLEMENT_EXTENSION = "azurefunctions.extensions.bindings.servicebus"
-DEFAULT_QUEUE = "cronwarden-runs"
-DEFAULT_WATCHER_SCHEDULE = "0 */5 * * * *"
 NAMES = FUNCTION_NAMES
 _TICK_ATTEMPTS = 3
 Clock = Callable[[], datetime]
@@ -97,11 +102,6 @@ class MessageActions(Protocol):
     ) -> None: ...
 
     def renew_message_lock(self, message: Any) -> None: ...
-
-
-def schedule_setting(job_name: str) -> str:
-    """``CRONWARDEN_SCHEDULE_<JOB_NAME_UPPER_UNDERSCORED>``."""
-    return SCHEDULE_ENV_PREFIX + job_name.upper().replace("-", "_")
 
 
 def timer_function_name(job_name: str) -> str:
@@ -330,6 +330,7 @@ def build_app(
     import azure.functions as func
 
     env = os.environ if env is None else env
+    app_settings = AzureSettings.from_env(env)
     jobs = jobset_of(module_or_jobset)
     runtime = AzureRuntime(
         jobs,
@@ -345,7 +346,7 @@ def build_app(
 
     if "trigger" in enabled:
         for job in jobs:
-            timer = timer_schedule_for(job, env.get(schedule_setting(job.name)))
+            timer = timer_schedule_for(job, app_settings.schedule_for(job.name))
             runtime.timers[job.name] = timer
             _register_timer(app, func, runtime, job, timer)
 
@@ -355,13 +356,13 @@ def build_app(
             app.service_bus_queue_trigger(
                 arg_name="message",
                 connection=CONNECTION,
-                queue_name=env.get(QUEUE_ENV) or DEFAULT_QUEUE,
+                queue_name=app_settings.queue,
                 auto_complete_messages=False,
             )(worker)
         )
 
     if "watcher" in enabled:
-        schedule = env.get(WATCHER_SCHEDULE_ENV) or DEFAULT_WATCHER_SCHEDULE
+        schedule = app_settings.watcher_schedule
         TimerSchedule.parse(schedule)
 
         def watcher(timer: func.TimerRequest) -> None:

@@ -50,20 +50,23 @@ trigger, worker, watcher = make_functions(jobs_module)
 
 def gcp_env(project: str, pubsub: PubSubEmulator, firestore: FirestoreEmulator) -> dict[str, str]:
     """The environment the deployment renders (core/deploy/gcp.py), pointed at the emulators."""
-    return {
-        "CRONWARDEN_PROVIDER": "gcp",
-        "CRONWARDEN_GCP_PROJECT": project,
-        "PUBSUB_EMULATOR_HOST": pubsub.address,
-        "FIRESTORE_EMULATOR_HOST": firestore.address,
-        "CRONWARDEN_GCP_TOPIC": "cronwarden-runs",
-        "CRONWARDEN_GCP_SUBSCRIPTION": "cronwarden-worker",
-        "CRONWARDEN_GCP_DEAD_LETTER_TOPIC": "cronwarden-runs-dead-letter",
-        "CRONWARDEN_GCP_DEAD_LETTER_SUBSCRIPTION": "cronwarden-worker-dead-letter",
-        "CRONWARDEN_GCP_MAX_DELIVERIES": "5",
-        "CRONWARDEN_GCP_ACK_DEADLINE": "30",
-        "CRONWARDEN_GCP_CREATE_MISSING": "false",
-        "CRONWARDEN_FIRESTORE_PREFIX": "cw_",
-    }
+    from cronwarden.adapters.gcp.settings import GcpSettings
+    from cronwarden.hosting import HostSettings
+
+    settings = GcpSettings(
+        project=project,
+        pubsub_emulator_host=pubsub.address,
+        firestore_emulator_host=firestore.address,
+        topic="cronwarden-runs",
+        subscription="cronwarden-worker",
+        dead_letter_topic="cronwarden-runs-dead-letter",
+        dead_letter_subscription="cronwarden-worker-dead-letter",
+        max_deliveries=5,
+        ack_deadline=30,
+        create_missing=False,
+        collection_prefix="cw_",
+    )
+    return {**HostSettings(provider="gcp").to_env(), **settings.to_env()}
 
 
 class LoopbackServer:
