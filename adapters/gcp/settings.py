@@ -142,10 +142,14 @@ class GcpSettings:
             ),
             FIRESTORE_DATABASE_ENV: self.database,
             FIRESTORE_PREFIX_ENV: self.collection_prefix,
-            RUN_RETENTION_ENV: self.run_retention and duration_text(self.run_retention),
-            ITEM_RETENTION_ENV: self.item_retention and duration_text(self.item_retention),
+            RUN_RETENTION_ENV: _duration_or_none(self.run_retention),
+            ITEM_RETENTION_ENV: _duration_or_none(self.item_retention),
             WIF_PROVIDER_ENV: self.wif_provider,
             SERVICE_ACCOUNT_ENV: self.service_account,
             WIF_AUDIENCE_ENV: self.wif_audience,
         }
         return {name: value for name, value in values.items() if value}
+
+
+def _duration_or_none(value: timedelta | None) -> str | None:
+    return None if value is None else duration_text(value)

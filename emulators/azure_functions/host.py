@@ -183,7 +183,7 @@ class LocalHost:
                         f"app setting {setting} (connection string) or "
                         f"{setting}__fullyQualifiedNamespace is not set"
                     )
-                from ._credentials import credential_from_env
+                from cronwarden.adapters.azure._credentials import credential_from_env
 
                 queue = ServiceBusQueue.from_namespace(
                     namespace, credential_from_env(), name, max_deliveries=10**6

@@ -144,7 +144,9 @@ def deployed(
     env: dict[str, str] | None = None,
 ) -> Iterator[Deployment]:
     """Deploy ``main.py`` (default: the rendered shape, importing ``module``) on loopback."""
-    from functions_framework import create_app
+    from functions_framework import create_app as untyped_create_app
+
+    create_app: Callable[..., Any] = untyped_create_app
     from werkzeug.exceptions import NotFound
     from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
