@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,92 @@ def test_host_settings_read_and_write_the_same_environment() -> None:
     assert "secret-token" not in str(bad.value)
     with pytest.raises(ConfigurationError, match="CRONWARDEN_FUNCTIONS"):
         HostSettings.from_env({"CRONWARDEN_FUNCTIONS": "cron"})
+
+
+class Topic:
+    """Records what a host's verdict application publishes (fails on request)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.published: list[tuple[bytes, dict[str, str], float]] = []
+        self.dead: list[tuple[str, str]] = []
+
+    def publish(
+        self,
+        body: bytes,
+        *,
+        attributes: Mapping[str, str] | None = None,
+        dedup_id: str | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        if self.fail:
+            raise ConnectionError("broker down")
+        self.published.append((body, dict(attributes or {}), delay))
+
+    def publish_dead_letter(self, delivery: Delivery, reason: str, description: str = "") -> None:
+        if self.fail:
+            raise ConnectionError("broker down")
+        self.dead.append((reason, description))
+
+
+def test_the_push_host_answers_each_verdict_with_a_status() -> None:
+    from cronwarden.adapters.gcp.push import ACK_STATUS, RETRY_STATUS, push_reply
+
+    delivery = Delivery("m", b"run", {"job": "j"}, attempt=1)
+    topic = Topic()
+    assert push_reply(Verdict.ack(), delivery, topic).status == ACK_STATUS
+    retry = push_reply(Verdict.retry(9.0), delivery, topic)
+    assert (retry.status, retry.delay) == (RETRY_STATUS, 9.0)
+    postponed = push_reply(Verdict.postpone(30.0, "deferred"), delivery, topic)
+    assert postponed.status == ACK_STATUS  # a fresh copy carries it; this push is done
+    assert topic.published == [(b"run", {"job": "j", POSTPONED_ATTRIBUTE: "1"}, 30.0)]
+    dead = push_reply(Verdict.dead_letter("Broken", "why"), delivery, topic)
+    assert (dead.status, dead.reason, topic.dead) == (ACK_STATUS, "Broken", [("Broken", "why")])
+    down = Topic(fail=True)  # nothing is ever dropped: a failed publish is redelivered
+    assert push_reply(Verdict.postpone(1.0), delivery, down).status == RETRY_STATUS
+    assert push_reply(Verdict.dead_letter("Broken"), delivery, down).status == RETRY_STATUS
+
+
+class Actions:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+
+    def complete(self, message: object) -> None:
+        self.calls.append(("complete", message))
+
+    def abandon(self, message: object) -> None:
+        self.calls.append(("abandon", message))
+
+    def deadletter(
+        self,
+        message: object,
+        deadletter_reason: str | None = None,
+        deadletter_error_description: str | None = None,
+    ) -> None:
+        self.calls.append(("deadletter", (deadletter_reason, deadletter_error_description)))
+
+    def renew_message_lock(self, message: object) -> None:
+        self.calls.append(("renew", message))
+
+
+class Bus(Topic):
+    max_deliveries = 3
+
+    def retry_copy(self, delivery: Delivery, delay: float) -> bool:
+        return delivery.attempt < self.max_deliveries
+
+
+def test_the_azure_host_applies_each_verdict_through_the_message_actions() -> None:
+    from cronwarden.adapters.azure.functions import settle_with_actions
+
+    bus, actions = Bus(), Actions()
+    first = Delivery("m", b"run", {}, attempt=1, handle="msg-1")
+    settle_with_actions(Verdict.postpone(5.0), first, bus, actions)  # type: ignore[arg-type]
+    assert bus.published == [(b"run", {POSTPONED_ATTRIBUTE: "1"}, 5.0)]
+    assert actions.calls == [("complete", "msg-1")]
+    last = Delivery("m", b"run", {}, attempt=3, handle="msg-3")
+    settle_with_actions(Verdict.retry(5.0), last, bus, actions)  # type: ignore[arg-type]
+    assert actions.calls[-1] == ("deadletter", ("MaxDeliveryCountExceeded", "3 attempts (limit 3)"))
+    down = Bus(fail=True)  # the postponed copy can not be sent: a counted retry instead
+    settle_with_actions(Verdict.postpone(5.0), last, down, actions)  # type: ignore[arg-type]
+    assert actions.calls[-1][0] == "deadletter"
