@@ -1,4 +1,6 @@
-"""The GCP root module: which modules under ``modules/`` are composed, with what values.
+"""The GCP renderer of ``cronwarden deploy render``: which Terraform modules under ``modules/``
+the GCP root module composes, with what values (registered as ``gcp`` in
+:mod:`cronwarden.deploy.renderers`).
 
 Flow (DESIGN §4)::
 
@@ -17,19 +19,40 @@ dead-letter subscription holds only what ``cronwarden dlq redrive`` can fix.
 
 Names follow the GCP adapter's defaults for the prefix ``cronwarden`` (``cronwarden-runs``,
 ``cronwarden-worker``, ``<topic>-dead-letter``); the functions get them as environment variables
-(see :func:`environment`). The watcher's webhook URL is a credential: it reaches the watcher
+(see :func:`environment`; their names are the ``ENV_*`` constants below, the only place this
+renderer spells them). The watcher's webhook URL is a credential: it reaches the watcher
 function as a Secret Manager secret environment variable (``webhook_secret``), never as a
 Terraform value.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .hcl import Attr, Block, Comment, Expr, Item
-from .spec import MARGIN_SECONDS, Plan
+from cronwarden.deploy import builder as tf
+from cronwarden.deploy.hcl import Attr, Block, Comment, Expr, Item
+from cronwarden.deploy.renderers import RootOptions
+from cronwarden.deploy.spec import MARGIN_SECONDS, Plan
+from cronwarden.errors import ConfigurationError
 
-WEBHOOK_ENV = "CRONWARDEN_WEBHOOK_URL"  #: what the watcher reads (cronwarden.adapters.gcp)
+# --- the environment the rendered functions read (GcpProvider.from_env) -----------------------
+ENV_PROVIDER = "CRONWARDEN_PROVIDER"
+ENV_PROJECT = "CRONWARDEN_GCP_PROJECT"
+ENV_TOPIC = "CRONWARDEN_GCP_TOPIC"
+ENV_SUBSCRIPTION = "CRONWARDEN_GCP_SUBSCRIPTION"
+ENV_DEAD_LETTER_TOPIC = "CRONWARDEN_GCP_DEAD_LETTER_TOPIC"
+ENV_DEAD_LETTER_SUBSCRIPTION = "CRONWARDEN_GCP_DEAD_LETTER_SUBSCRIPTION"
+ENV_MAX_DELIVERIES = "CRONWARDEN_GCP_MAX_DELIVERIES"
+ENV_ACK_DEADLINE = "CRONWARDEN_GCP_ACK_DEADLINE"
+ENV_CREATE_MISSING = "CRONWARDEN_GCP_CREATE_MISSING"
+ENV_FIRESTORE_DATABASE = "CRONWARDEN_FIRESTORE_DATABASE"
+ENV_FIRESTORE_PREFIX = "CRONWARDEN_FIRESTORE_PREFIX"
+ENV_WIF_PROVIDER = "CRONWARDEN_GCP_WIF_PROVIDER"  #: a reader outside GCP (federation)
+ENV_SERVICE_ACCOUNT = "CRONWARDEN_GCP_SERVICE_ACCOUNT"
+ENV_WIF_AUDIENCE = "CRONWARDEN_GCP_WIF_AUDIENCE"
+WEBHOOK_ENV = "CRONWARDEN_WEBHOOK_URL"  #: what the watcher reads (cronwarden.hosting)
+FIRESTORE_PREFIX = "cw_"
 
 GOOGLE_VERSION = ">= 6.0, < 8.0"
 APIS = (
@@ -45,6 +68,7 @@ APIS = (
     "storage.googleapis.com",
     "artifactregistry.googleapis.com",
 )
+_APIS_READY = [Expr("google_project_service.apis")]
 
 
 def names(prefix: str) -> dict[str, str]:
@@ -67,25 +91,27 @@ def names(prefix: str) -> dict[str, str]:
     }
 
 
-def environment(prefix: str) -> dict[str, Any]:
-    """Environment of every cronwarden function on GCP (``GcpProvider.from_env``'s names)."""
+def _queue_environment(prefix: str, project: Expr) -> dict[str, Any]:
     n = names(prefix)
     return {
-        "CRONWARDEN_PROVIDER": "gcp",
-        "CRONWARDEN_GCP_PROJECT": Expr("var.project"),
-        "CRONWARDEN_GCP_TOPIC": n["topic"],
-        "CRONWARDEN_GCP_SUBSCRIPTION": n["subscription"],
-        "CRONWARDEN_GCP_DEAD_LETTER_TOPIC": n["dead_letter_topic"],
-        "CRONWARDEN_GCP_DEAD_LETTER_SUBSCRIPTION": n["dead_letter_subscription"],
-        "CRONWARDEN_GCP_MAX_DELIVERIES": Expr(
-            "tostring(module.settings.pubsub.max_delivery_attempts)"
-        ),
-        "CRONWARDEN_GCP_ACK_DEADLINE": Expr(
-            "tostring(module.settings.pubsub.ack_deadline_seconds)"
-        ),
-        "CRONWARDEN_GCP_CREATE_MISSING": "false",
-        "CRONWARDEN_FIRESTORE_DATABASE": Expr("module.state.database"),
-        "CRONWARDEN_FIRESTORE_PREFIX": "cw_",
+        ENV_PROVIDER: "gcp",
+        ENV_PROJECT: project,
+        ENV_TOPIC: n["topic"],
+        ENV_SUBSCRIPTION: n["subscription"],
+        ENV_DEAD_LETTER_TOPIC: n["dead_letter_topic"],
+        ENV_DEAD_LETTER_SUBSCRIPTION: n["dead_letter_subscription"],
+    }
+
+
+def environment(prefix: str) -> dict[str, Any]:
+    """Environment of every cronwarden function on GCP (``GcpProvider.from_env``'s names)."""
+    return {
+        **_queue_environment(prefix, Expr("var.project")),
+        ENV_MAX_DELIVERIES: Expr("tostring(module.settings.pubsub.max_delivery_attempts)"),
+        ENV_ACK_DEADLINE: Expr("tostring(module.settings.pubsub.ack_deadline_seconds)"),
+        ENV_CREATE_MISSING: "false",
+        ENV_FIRESTORE_DATABASE: Expr("module.state.database"),
+        ENV_FIRESTORE_PREFIX: FIRESTORE_PREFIX,
     }
 
 
@@ -94,42 +120,63 @@ def trigger_environment(prefix: str) -> dict[str, str]:
     go to the tick dead-letter topic, like the broker's for its subscription."""
     n = names(prefix)
     return {
-        "CRONWARDEN_GCP_DEAD_LETTER_TOPIC": n["tick_dead_letter_topic"],
-        "CRONWARDEN_GCP_DEAD_LETTER_SUBSCRIPTION": n["tick_dead_letter_subscription"],
+        ENV_DEAD_LETTER_TOPIC: n["tick_dead_letter_topic"],
+        ENV_DEAD_LETTER_SUBSCRIPTION: n["tick_dead_letter_subscription"],
     }
+
+
+def external_watcher_environment(prefix: str) -> dict[str, Any]:
+    """Environment of a watcher on Azure that watches the jobs running on GCP: it reaches
+    Firestore and the dead-letter subscription by workload identity federation."""
+    return {
+        **_queue_environment(prefix, Expr("var.gcp_project")),
+        ENV_FIRESTORE_DATABASE: Expr("var.gcp_firestore_database"),
+        ENV_FIRESTORE_PREFIX: FIRESTORE_PREFIX,
+        ENV_WIF_PROVIDER: Expr("var.gcp_workload_identity_provider"),
+        ENV_SERVICE_ACCOUNT: Expr("var.gcp_watcher_service_account"),
+        ENV_WIF_AUDIENCE: Expr("var.gcp_watcher_audience"),
+    }
+
+
+def external_watcher_variables() -> list[Item]:
+    """The variables :func:`external_watcher_environment` references."""
+    return [
+        tf.variable("gcp_project", "string", "GCP project running the jobs."),
+        tf.variable(
+            "gcp_firestore_database", "string", "Firestore database id of the jobs.", "(default)"
+        ),
+        tf.variable(
+            "gcp_workload_identity_provider",
+            "string",
+            "Workload identity provider trusting this app (output external_watcher_provider "
+            "of the GCP root module).",
+        ),
+        tf.variable(
+            "gcp_watcher_service_account",
+            "string",
+            "Service account the watcher impersonates (output external_watcher_service_account).",
+        ),
+        tf.variable(
+            "gcp_watcher_audience",
+            "string",
+            "Audience of the Entra ID token presented to GCP.",
+            "api://cronwarden-watcher",
+        ),
+    ]
 
 
 def _webhook_variable() -> Block:
     """``webhook_secret``: the *id* of the secret holding the URL (a URL is refused, so the
     credential cannot land in tfvars or the state by mistake)."""
-    return Block(
-        "variable",
-        ("webhook_secret",),
-        [
-            Attr(
-                "description",
-                "Secret Manager secret id (in var.project) holding the watcher's webhook URL, "
-                f"exposed to the watcher as {WEBHOOK_ENV}; empty: alerts go to the logs only. "
-                "Create the secret and its version outside Terraform (README.md): the URL is a "
-                "credential and never enters the state.",
-            ),
-            Attr("type", Expr("string")),
-            Attr("default", ""),
-            Block(
-                "validation",
-                body=[
-                    Attr(
-                        "condition",
-                        Expr('can(regex("^[A-Za-z0-9_-]{0,255}$", var.webhook_secret))'),
-                    ),
-                    Attr(
-                        "error_message",
-                        "webhook_secret is the id of a Secret Manager secret (e.g. "
-                        "cronwarden-webhook), not the URL itself.",
-                    ),
-                ],
-            ),
-        ],
+    return tf.secret_reference_variable(
+        "webhook_secret",
+        "Secret Manager secret id (in var.project) holding the watcher's webhook URL, "
+        f"exposed to the watcher as {WEBHOOK_ENV}; empty: alerts go to the logs only. "
+        "Create the secret and its version outside Terraform (README.md): the URL is a "
+        "credential and never enters the state.",
+        'can(regex("^[A-Za-z0-9_-]{0,255}$", var.webhook_secret))',
+        "webhook_secret is the id of a Secret Manager secret (e.g. "
+        "cronwarden-webhook), not the URL itself.",
     )
 
 
@@ -143,32 +190,19 @@ def _webhook_secret() -> Expr:
 
 
 def versions() -> list[Item]:
-    return [
-        Block(
-            "terraform",
-            body=[
-                Attr("required_version", ">= 1.5"),
-                Block(
-                    "required_providers",
-                    body=[
-                        Attr("google", {"source": "hashicorp/google", "version": GOOGLE_VERSION})
-                    ],
-                ),
-            ],
-        ),
-        Block(
-            "provider",
-            ("google",),
-            [Attr("project", Expr("var.project")), Attr("region", Expr("var.region"))],
-        ),
-    ]
+    return tf.versions(
+        "google",
+        "hashicorp/google",
+        GOOGLE_VERSION,
+        tf.refs({"project": "var.project", "region": "var.region"}),
+    )
 
 
-def _variable(name: str, type_: str, description: str, default: Any = ...) -> Block:
-    body: list[Item] = [Attr("description", description), Attr("type", Expr(type_))]
-    if default is not ...:
-        body.append(Attr("default", default))
-    return Block("variable", (name,), body)
+_variable = tf.variable
+_LABELS = _variable("labels", "map(string)", "Labels on every resource that takes them.", {})
+_WATCHER_SCHEDULE = _variable(
+    "watcher_schedule", "string", "How often the liveness watcher runs (cron, UTC).", "*/5 * * * *"
+)
 
 
 def variables(external_watcher: bool) -> list[Item]:
@@ -191,13 +225,8 @@ def variables(external_watcher: bool) -> list[Item]:
             "Cloud Monitoring notification channels for the dead-letter alert.",
             [],
         ),
-        _variable(
-            "watcher_schedule",
-            "string",
-            "How often the liveness watcher runs (cron, UTC).",
-            "*/5 * * * *",
-        ),
-        _variable("labels", "map(string)", "Labels on every resource that takes them.", {}),
+        _WATCHER_SCHEDULE,
+        _LABELS,
     ]
     if not external_watcher:
         items.append(_webhook_variable())
@@ -220,6 +249,19 @@ def variables(external_watcher: bool) -> list[Item]:
     return items
 
 
+def _module(
+    label: str, kind: str, body: list[Item], *, labels: bool = True, after_apis: bool = True
+) -> Block:
+    """A call of ``./modules/gcp/<kind>`` in ``var.project``: ``body``, then the labels and the
+    dependency on the enabled APIs (each unless turned off)."""
+    tail: list[Item] = [Attr("labels", Expr("var.labels"))] if labels else []
+    if after_apis:
+        tail.append(Attr("depends_on", _APIS_READY))
+    return tf.module(
+        label, f"./modules/gcp/{kind}", [Attr("project", Expr("var.project")), *body, *tail]
+    )
+
+
 def _fn(
     prefix: str,
     role: str,
@@ -230,27 +272,59 @@ def _fn(
     environment: str = "local.environment",
     secrets: Expr | None = None,
 ) -> Block:
-    n = names(prefix)
     extra: list[Item] = [] if secrets is None else [Attr("secret_environment", secrets)]
+    body: list[Item] = [
+        Attr("region", Expr("var.region")),
+        Attr("name", names(prefix)[role]),
+        Attr("description", desc),
+        Attr("entry_point", role),
+        Attr("source_bucket", Expr("google_storage_bucket.source.name")),
+        Attr("source_object", Expr("google_storage_bucket_object.source.name")),
+        Attr("timeout_seconds", timeout),
+        Attr("environment", Expr(environment)),
+        *extra,
+        Attr("invokers", invokers),
+    ]
+    return _module(role, "function", body)
+
+
+def _apis() -> Block:
     return Block(
-        "module",
-        (role,),
+        "resource",
+        ("google_project_service", "apis"),
         [
-            Attr("source", "./modules/gcp/function"),
+            Attr("for_each", Expr("toset(local.apis)")),
             Attr("project", Expr("var.project")),
-            Attr("region", Expr("var.region")),
-            Attr("name", n[role]),
-            Attr("description", desc),
-            Attr("entry_point", role),
-            Attr("source_bucket", Expr("google_storage_bucket.source.name")),
-            Attr("source_object", Expr("google_storage_bucket_object.source.name")),
-            Attr("timeout_seconds", timeout),
-            Attr("environment", Expr(environment)),
-            *extra,
-            Attr("invokers", invokers),
-            Attr("labels", Expr("var.labels")),
-            Attr("depends_on", [Expr("google_project_service.apis")]),
+            Attr("service", Expr("each.value")),
+            Attr("disable_on_destroy", False),
         ],
+    )
+
+
+def _watcher_schedule(prefix: str) -> Block:
+    """The Cloud Scheduler job invoking the watcher function (OIDC)."""
+    body: list[Item] = [
+        Attr("region", Expr("var.region")),
+        Attr("name", names(prefix)["watcher"]),
+        *tf.refs(
+            {
+                "schedule": "var.watcher_schedule",
+                "uri": "module.watcher.uri",
+                "invoker_email": "google_service_account.scheduler.email",
+            }
+        ),
+    ]
+    return _module("watcher_schedule", "watcher", body, labels=False)
+
+
+def _watcher_fn(prefix: str, description: str) -> Block:
+    return _fn(
+        prefix,
+        "watcher",
+        120,
+        {"scheduler": Expr("google_service_account.scheduler.member")},
+        description,
+        secrets=_webhook_secret(),
     )
 
 
@@ -281,11 +355,7 @@ def main(
         '"service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"'
     )
     items: list[Item] = [
-        Comment(
-            "Rendered by `cronwarden deploy render --provider gcp` from the job definitions.\n"
-            "Re-render after changing a job; edit the modules under modules/ only to change the\n"
-            "shape of the deployment."
-        ),
+        tf.jobs_header("gcp"),
         Block(
             "locals",
             body=[
@@ -298,22 +368,9 @@ def main(
                 Attr("trigger_environment", trigger_environment(prefix)),
             ],
         ),
-        Block(
-            "module",
-            ("settings",),
-            [Attr("source", "./modules/common/settings"), Attr("jobs", Expr("local.jobs"))],
-        ),
+        tf.settings_module(),
         Block("data", ("google_project", "this"), [Attr("project_id", Expr("var.project"))]),
-        Block(
-            "resource",
-            ("google_project_service", "apis"),
-            [
-                Attr("for_each", Expr("toset(local.apis)")),
-                Attr("project", Expr("var.project")),
-                Attr("service", Expr("each.value")),
-                Attr("disable_on_destroy", False),
-            ],
-        ),
+        _apis(),
         *_source_bucket(prefix),
         Comment("Identity of Pub/Sub pushes (OIDC) and of the watcher's scheduler job."),
         _service_account("push", n["push_identity"], "cronwarden Pub/Sub push (OIDC)"),
@@ -352,53 +409,27 @@ def main(
         ),
     ]
     if watcher_here:
-        items.append(
-            _fn(
-                prefix,
-                "watcher",
-                120,
-                {"scheduler": Expr("google_service_account.scheduler.member")},
-                "cronwarden liveness watcher",
-                secrets=_webhook_secret(),
-            )
-        )
+        items.append(_watcher_fn(prefix, "cronwarden liveness watcher"))
     readers: dict[str, Any] = {}
     if watcher_here:
         readers["watcher"] = Expr("module.watcher.service_account_member")
     items += [
-        Block(
-            "module",
-            ("dead_letter",),
-            [
-                Attr("source", "./modules/gcp/dead-letter"),
-                Attr("project", Expr("var.project")),
-                Attr("topic_name", n["dead_letter_topic"]),
-                Attr("subscription_name", n["dead_letter_subscription"]),
-                Attr("pubsub_service_agent", Expr("local.pubsub_service_agent")),
-                Attr("publishers", {"worker": worker_member}),
-                Attr("readers", readers),
-                Attr("labels", Expr("var.labels")),
-                Attr("depends_on", [Expr("google_project_service.apis")]),
-            ],
+        _dead_letter(
+            "dead_letter",
+            n["dead_letter_topic"],
+            n["dead_letter_subscription"],
+            [Attr("publishers", {"worker": worker_member}), Attr("readers", readers)],
         ),
         Comment(
             "Dead ticks: the trigger's subscription dead-letters here, and the trigger publishes\n"
             "malformed ticks here itself (MalformedTick). Not redriven: a lost tick is recovered\n"
             "by catch-up, `cronwarden trigger --window` or `cronwarden backfill` (README.md)."
         ),
-        Block(
-            "module",
-            ("tick_dead_letter",),
-            [
-                Attr("source", "./modules/gcp/dead-letter"),
-                Attr("project", Expr("var.project")),
-                Attr("topic_name", n["tick_dead_letter_topic"]),
-                Attr("subscription_name", n["tick_dead_letter_subscription"]),
-                Attr("pubsub_service_agent", Expr("local.pubsub_service_agent")),
-                Attr("publishers", {"trigger": Expr("module.trigger.service_account_member")}),
-                Attr("labels", Expr("var.labels")),
-                Attr("depends_on", [Expr("google_project_service.apis")]),
-            ],
+        _dead_letter(
+            "tick_dead_letter",
+            n["tick_dead_letter_topic"],
+            n["tick_dead_letter_subscription"],
+            [Attr("publishers", {"trigger": Expr("module.trigger.service_account_member")})],
         ),
         _push(
             "schedule",
@@ -450,101 +481,97 @@ def main(
                 Attr("member", Expr("each.value")),
             ],
         ),
-        Block(
-            "module",
-            ("job",),
+        tf.module(
+            "job",
+            "./modules/gcp/job",
             [
-                Attr("source", "./modules/gcp/job"),
                 Attr("for_each", Expr("module.settings.jobs")),
                 Attr("project", Expr("var.project")),
                 Attr("region", Expr("var.region")),
                 Attr("name", Expr("each.key")),
                 Attr("scheduler_name", Expr(f'"{prefix}-${{each.key}}"')),
-                Attr("cron", Expr("each.value.cron")),
-                Attr("time_zone", Expr("each.value.time_zone")),
-                Attr("topic_id", Expr("module.schedule.topic_id")),
-                Attr("description", Expr("local.descriptions[each.key]")),
-                Attr("depends_on", [Expr("google_project_service.apis")]),
+                *tf.refs(
+                    {
+                        "cron": "each.value.cron",
+                        "time_zone": "each.value.time_zone",
+                        "topic_id": "module.schedule.topic_id",
+                        "description": "local.descriptions[each.key]",
+                    }
+                ),
+                Attr("depends_on", _APIS_READY),
             ],
         ),
     ]
     if watcher_here:
-        items.append(
-            Block(
-                "module",
-                ("watcher_schedule",),
-                [
-                    Attr("source", "./modules/gcp/watcher"),
-                    Attr("project", Expr("var.project")),
-                    Attr("region", Expr("var.region")),
-                    Attr("name", n["watcher"]),
-                    Attr("schedule", Expr("var.watcher_schedule")),
-                    Attr("uri", Expr("module.watcher.uri")),
-                    Attr("invoker_email", Expr("google_service_account.scheduler.email")),
-                    Attr("depends_on", [Expr("google_project_service.apis")]),
-                ],
-            )
-        )
+        items.append(_watcher_schedule(prefix))
     else:
         items.append(
-            Block(
-                "module",
-                ("external_watcher",),
+            _module(
+                "external_watcher",
+                "external-reader",
                 [
-                    Attr("source", "./modules/gcp/external-reader"),
-                    Attr("project", Expr("var.project")),
                     Attr("project_number", Expr("data.google_project.this.number")),
                     Attr("name", n["external_watcher"]),
-                    Attr("azure_tenant_id", Expr("var.azure_tenant_id")),
-                    Attr("azure_principal_id", Expr("var.azure_watcher_principal_id")),
-                    Attr("audience", Expr("var.azure_watcher_audience")),
-                    Attr("dead_letter_subscription", Expr("module.dead_letter.subscription_name")),
+                    *tf.refs(
+                        {
+                            "azure_tenant_id": "var.azure_tenant_id",
+                            "azure_principal_id": "var.azure_watcher_principal_id",
+                            "audience": "var.azure_watcher_audience",
+                            "dead_letter_subscription": "module.dead_letter.subscription_name",
+                        }
+                    ),
                 ],
+                labels=False,
+                after_apis=False,
             )
         )
     items += [
-        Block(
-            "module",
-            ("state",),
+        _module(
+            "state",
+            "state",
             [
-                Attr("source", "./modules/gcp/state"),
-                Attr("project", Expr("var.project")),
-                Attr("location", Expr("var.firestore_location")),
-                Attr("database", Expr("var.firestore_database")),
-                Attr("create_database", Expr("var.create_firestore_database")),
+                *tf.refs(
+                    {
+                        "location": "var.firestore_location",
+                        "database": "var.firestore_database",
+                        "create_database": "var.create_firestore_database",
+                    }
+                ),
                 Attr("indexes", firestore_indexes(index_config)),
                 Attr("field_overrides", firestore_fields(index_config)),
-                Attr("depends_on", [Expr("google_project_service.apis")]),
             ],
+            labels=False,
         ),
-        Block(
-            "module",
-            ("monitoring",),
-            [
-                Attr("source", "./modules/gcp/monitoring"),
-                Attr("project", Expr("var.project")),
-                Attr("dead_letter_subscription", Expr("module.dead_letter.subscription_name")),
-                Attr("notification_channels", Expr("var.notification_channels")),
-                Attr("depends_on", [Expr("google_project_service.apis")]),
-            ],
-        ),
-        Block(
-            "module",
-            ("tick_monitoring",),
-            [
-                Attr("source", "./modules/gcp/monitoring"),
-                Attr("project", Expr("var.project")),
-                Attr(
-                    "dead_letter_subscription",
-                    Expr("module.tick_dead_letter.subscription_name"),
-                ),
-                Attr("notification_channels", Expr("var.notification_channels")),
-                Attr("documentation", _tick_alert(n["tick_dead_letter_subscription"])),
-                Attr("depends_on", [Expr("google_project_service.apis")]),
-            ],
+        _monitoring("monitoring", "module.dead_letter.subscription_name"),
+        _monitoring(
+            "tick_monitoring",
+            "module.tick_dead_letter.subscription_name",
+            _tick_alert(n["tick_dead_letter_subscription"]),
         ),
     ]
     return items
+
+
+def _dead_letter(label: str, topic: str, subscription: str, access: list[Item]) -> Block:
+    """A dead-letter topic and the subscription that keeps its messages."""
+    body: list[Item] = [
+        Attr("topic_name", topic),
+        Attr("subscription_name", subscription),
+        Attr("pubsub_service_agent", Expr("local.pubsub_service_agent")),
+        *access,
+    ]
+    return _module(label, "dead-letter", body)
+
+
+def _monitoring(label: str, subscription: str, documentation: str | None = None) -> Block:
+    """The alert on messages in a dead-letter ``subscription`` (an expression)."""
+    doc: list[Item] = [] if documentation is None else [Attr("documentation", documentation)]
+    body: list[Item] = [
+        Attr("dead_letter_subscription", Expr(subscription)),
+        Attr("notification_channels", Expr("var.notification_channels")),
+        *doc,
+    ]
+    return _module(label, "monitoring", body, labels=False)
 
 
 def _tick_alert(subscription: str) -> str:
@@ -555,7 +582,7 @@ def _tick_alert(subscription: str) -> str:
         "Scheduler job's message). Do not redrive them: a tick is not a run request. Recover a "
         "lost window with the job's catch-up policy (its next tick), `cronwarden trigger JOB "
         "--window WINDOW --no-wait --provider gcp` or `cronwarden backfill`. Read them with "
-        f"`CRONWARDEN_GCP_DEAD_LETTER_SUBSCRIPTION={subscription} cronwarden dlq list "
+        f"`{ENV_DEAD_LETTER_SUBSCRIPTION}={subscription} cronwarden dlq list "
         f"--provider gcp`, then clear them with `gcloud pubsub subscriptions seek {subscription} "
         '--time="$(date -u +%Y-%m-%dT%H:%M:%SZ)"`.'
     )
@@ -644,26 +671,19 @@ def _push(
         Attr("push_service_account_email", Expr("google_service_account.push.email")),
     ]
     pull: list[Item] = [Attr("subscribers", subscribers)] if subscribers is not None else []
-    return Block(
-        "module",
-        (label,),
-        [
-            Attr("source", "./modules/gcp/push"),
-            Attr("project", Expr("var.project")),
-            Attr("topic_name", topic),
-            Attr("subscription_name", subscription),
-            *(pull or push),
-            Attr("dead_letter_topic_id", Expr(f"module.{dead_letter}.topic_id")),
-            Attr("max_delivery_attempts", max_attempts),
-            Attr("ack_deadline_seconds", ack),
-            Attr("minimum_backoff", backoff[0]),
-            Attr("maximum_backoff", backoff[1]),
-            Attr("pubsub_service_agent", Expr("local.pubsub_service_agent")),
-            Attr("publishers", publishers),
-            Attr("labels", Expr("var.labels")),
-            Attr("depends_on", [Expr("google_project_service.apis")]),
-        ],
-    )
+    body: list[Item] = [
+        Attr("topic_name", topic),
+        Attr("subscription_name", subscription),
+        *(pull or push),
+        Attr("dead_letter_topic_id", Expr(f"module.{dead_letter}.topic_id")),
+        Attr("max_delivery_attempts", max_attempts),
+        Attr("ack_deadline_seconds", ack),
+        Attr("minimum_backoff", backoff[0]),
+        Attr("maximum_backoff", backoff[1]),
+        Attr("pubsub_service_agent", Expr("local.pubsub_service_agent")),
+        Attr("publishers", publishers),
+    ]
+    return _module(label, "push", body)
 
 
 def firestore_indexes(config: dict[str, Any]) -> list[dict[str, Any]]:
@@ -694,11 +714,7 @@ def firestore_fields(config: dict[str, Any]) -> list[dict[str, Any]]:
 def outputs(watcher_here: bool, worker: str = "push") -> list[Item]:
     items: list[Item] = (
         [
-            Block(
-                "output",
-                ("pull_worker_service_account",),
-                [Attr("value", Expr("google_service_account.pull_worker.email"))],
-            ),
+            tf.output("pull_worker_service_account", "google_service_account.pull_worker.email"),
             Block(
                 "output",
                 ("pull_worker_environment",),
@@ -709,156 +725,153 @@ def outputs(watcher_here: bool, worker: str = "push") -> list[Item]:
             ),
         ]
         if worker == "pull"
-        else [Block("output", ("worker_url",), [Attr("value", Expr("module.worker.uri"))])]
+        else [tf.output("worker_url", "module.worker.uri")]
     )
-    items += [
-        Block("output", ("trigger_url",), [Attr("value", Expr("module.trigger.uri"))]),
-        Block(
-            "output",
-            ("dead_letter_subscription",),
-            [Attr("value", Expr("module.dead_letter.subscription_name"))],
-        ),
-        Block(
-            "output",
-            ("project_number",),
-            [Attr("value", Expr("data.google_project.this.number"))],
-        ),
-    ]
+    items += tf.outputs(
+        {
+            "trigger_url": "module.trigger.uri",
+            "dead_letter_subscription": "module.dead_letter.subscription_name",
+            "project_number": "data.google_project.this.number",
+        }
+    )
     if not watcher_here:
-        items += [
-            Block(
-                "output",
-                ("external_watcher_service_account",),
-                [Attr("value", Expr("module.external_watcher.service_account_email"))],
-            ),
-            Block(
-                "output",
-                ("external_watcher_provider",),
-                [Attr("value", Expr("module.external_watcher.provider_name"))],
-            ),
-        ]
+        items += tf.outputs(
+            {
+                "external_watcher_service_account": "module.external_watcher.service_account_email",
+                "external_watcher_provider": "module.external_watcher.provider_name",
+            }
+        )
     return items
 
 
-__all__ = [
-    "environment",
-    "firestore_fields",
-    "firestore_indexes",
-    "main",
-    "names",
-    "outputs",
-    "trigger_environment",
-]
-
-
-def watcher_environment(prefix: str) -> dict[str, Any]:
-    """Environment of a watcher on GCP that watches jobs running on Azure."""
-    return {
-        "CRONWARDEN_PROVIDER": "azure",
-        "CRONWARDEN_FUNCTIONS": "watcher",
-        "CRONWARDEN_AZURE_TABLE_ACCOUNT_URL": Expr(
-            '"https://${var.azure_storage_account}.table.core.windows.net/"'
-        ),
-        "CRONWARDEN_AZURE_TABLE": "cronwarden",
-        "CRONWARDEN_SERVICEBUS_NAMESPACE": Expr("var.azure_servicebus_namespace"),
-        "CRONWARDEN_SERVICEBUS_QUEUE": "cronwarden-runs",
-        "AZURE_TENANT_ID": Expr("var.azure_tenant_id"),
-        "AZURE_CLIENT_ID": Expr("var.azure_watcher_client_id"),
-        "CRONWARDEN_AZURE_FEDERATION": "google",
-    }
-
-
-def watcher_variables() -> list[Item]:
-    """Variables of the watcher-only GCP root module (jobs on Azure)."""
+def watcher_variables(watched: Sequence[Item]) -> list[Item]:
+    """Variables of the watcher-only GCP root module (``watched``: those of the jobs' cloud)."""
     return [
         _variable("project", "string", "GCP project id of the watcher."),
         _variable("region", "string", "Region of the watcher function.", "europe-west1"),
-        _variable(
-            "watcher_schedule",
-            "string",
-            "How often the liveness watcher runs (cron, UTC).",
-            "*/5 * * * *",
-        ),
-        _variable("azure_tenant_id", "string", "Entra ID tenant of the jobs' subscription."),
-        _variable(
-            "azure_watcher_client_id",
-            "string",
-            "Client id of the federated identity (output external_watcher_client_id of the "
-            "Azure root module).",
-        ),
-        _variable("azure_storage_account", "string", "Storage account holding the job records."),
-        _variable(
-            "azure_servicebus_namespace",
-            "string",
-            "Fully qualified Service Bus namespace (<name>.servicebus.windows.net).",
-        ),
-        _variable("labels", "map(string)", "Labels on every resource that takes them.", {}),
+        _WATCHER_SCHEDULE,
+        *watched,
+        _LABELS,
         _webhook_variable(),
     ]
 
 
-def watcher_main(prefix: str) -> list[Item]:
-    """``main.tf`` of a watcher-only GCP deployment watching jobs that run on Azure."""
+def watcher_main(prefix: str, watched_environment: dict[str, Any]) -> list[Item]:
+    """``main.tf`` of a watcher-only GCP deployment watching jobs that run on another cloud
+    (``watched_environment``: what the watcher needs to reach them)."""
     n = names(prefix)
     return [
-        Comment(
-            "Rendered by `cronwarden deploy render --watcher-provider gcp`: the liveness watcher\n"
+        tf.header(
+            "cronwarden deploy render --watcher-provider gcp",
+            ": the liveness watcher\n"
             "of jobs running on Azure, outside their failure domain. It reaches Table Storage and\n"
-            "the dead-letter queue through workload identity federation (no key)."
+            "the dead-letter queue through workload identity federation (no key).",
         ),
         Block(
             "locals",
             body=[
                 Attr("apis", list(APIS)),
                 Attr("package", Expr('"${path.module}/function.zip"')),
-                Attr("environment", watcher_environment(prefix)),
+                Attr("environment", watched_environment),
             ],
         ),
-        Block(
-            "resource",
-            ("google_project_service", "apis"),
-            [
-                Attr("for_each", Expr("toset(local.apis)")),
-                Attr("project", Expr("var.project")),
-                Attr("service", Expr("each.value")),
-                Attr("disable_on_destroy", False),
-            ],
-        ),
+        _apis(),
         *_source_bucket(prefix),
         _service_account(
             "scheduler", n["scheduler_identity"], "cronwarden watcher schedule (OIDC)"
         ),
-        _fn(
-            prefix,
-            "watcher",
-            120,
-            {"scheduler": Expr("google_service_account.scheduler.member")},
-            "cronwarden liveness watcher (jobs on Azure)",
-            secrets=_webhook_secret(),
-        ),
-        Block(
-            "module",
-            ("watcher_schedule",),
-            [
-                Attr("source", "./modules/gcp/watcher"),
-                Attr("project", Expr("var.project")),
-                Attr("region", Expr("var.region")),
-                Attr("name", n["watcher"]),
-                Attr("schedule", Expr("var.watcher_schedule")),
-                Attr("uri", Expr("module.watcher.uri")),
-                Attr("invoker_email", Expr("google_service_account.scheduler.email")),
-                Attr("depends_on", [Expr("google_project_service.apis")]),
-            ],
-        ),
+        _watcher_fn(prefix, "cronwarden liveness watcher (jobs on Azure)"),
+        _watcher_schedule(prefix),
     ]
 
 
 def watcher_outputs() -> list[Item]:
-    return [
-        Block("output", ("watcher_url",), [Attr("value", Expr("module.watcher.uri"))]),
-        Block(
-            "output",
-            ("watcher_service_account_unique_id",),
-            [Attr("value", Expr("module.watcher.service_account_unique_id"))],
-        ),
-    ]
+    return tf.outputs(
+        {
+            "watcher_url": "module.watcher.uri",
+            "watcher_service_account_unique_id": "module.watcher.service_account_unique_id",
+        }
+    )
+
+
+def index_config() -> dict[str, Any]:
+    """Firestore indexes/TTL of the GCP adapter (``firestore.indexes.json`` shape)."""
+    from .indexes import index_config as adapter_index_config
+
+    config: dict[str, Any] = adapter_index_config()
+    return config
+
+
+class GcpRenderer:
+    """The ``gcp`` entry of :mod:`cronwarden.deploy.renderers`."""
+
+    name = "gcp"
+    terraform_modules = ("common/settings", "gcp")
+
+    def root(self, options: RootOptions) -> Mapping[str, Sequence[Item]]:
+        if options.watcher_only:
+            watched = _watched(options)
+            return {
+                "versions.tf": versions(),
+                "variables.tf": watcher_variables(watched.watcher_variables(self.name)),
+                "main.tf": watcher_main(
+                    options.prefix, watched.watcher_environment(options.prefix, self.name)
+                ),
+                "outputs.tf": watcher_outputs(),
+            }
+        main_tf = main(
+            options.prefix,
+            options.plan,
+            index_config(),
+            watcher_here=options.watcher_here,
+            worker=options.worker,
+        )
+        return {
+            "versions.tf": versions(),
+            "variables.tf": variables(external_watcher=options.external_watcher),
+            "main.tf": main_tf,
+            "outputs.tf": outputs(options.watcher_here, options.worker),
+        }
+
+    def watcher_environment(self, prefix: str, host: str) -> dict[str, Any]:
+        _federated_from(host)
+        return external_watcher_environment(prefix)
+
+    def watcher_variables(self, host: str) -> list[Item]:
+        _federated_from(host)
+        return external_watcher_variables()
+
+
+def _federated_from(host: str) -> None:
+    if host != "azure":
+        raise ConfigurationError(
+            f"a watcher on {host!r} cannot watch jobs on GCP yet (workload identity federation "
+            "is rendered for an Azure watcher only)"
+        )
+
+
+def _watched(options: RootOptions) -> Any:
+    if options.watched is None:
+        raise ConfigurationError("a watcher-only root module needs the jobs' cloud")
+    return options.watched
+
+
+RENDERER = GcpRenderer()
+
+__all__ = [
+    "RENDERER",
+    "WEBHOOK_ENV",
+    "GcpRenderer",
+    "environment",
+    "external_watcher_environment",
+    "firestore_fields",
+    "firestore_indexes",
+    "main",
+    "names",
+    "outputs",
+    "trigger_environment",
+    "versions",
+    "watcher_main",
+    "watcher_outputs",
+    "watcher_variables",
+]
