@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from cronwarden.adapters.azure.deploy import *  # noqa: F403
 from cronwarden.adapters.azure.deploy import QUEUE, WEBHOOK_ENV, app_settings
 
 __all__ = ["QUEUE", "WEBHOOK_ENV", "app_settings"]

@@ -7,7 +7,7 @@ Every function returns :mod:`cronwarden.deploy.hcl` items; nothing here names a 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .hcl import Attr, Block, Comment, Expr, Item
@@ -98,9 +98,19 @@ def settings_module() -> Block:
     return module("settings", "./modules/common/settings", refs({"jobs": "local.jobs"}))
 
 
+def jobs_preamble(
+    provider: str, jobs: Mapping[str, Any], more_locals: Sequence[Item]
+) -> list[Item]:
+    """How a jobs' ``main.tf`` opens: the header, ``locals`` (``jobs`` then ``more_locals``)
+    and the ``common/settings`` module checking the jobs."""
+    local_values = Block("locals", body=[Attr("jobs", jobs), *more_locals])
+    return [jobs_header(provider), local_values, settings_module()]
+
+
 __all__ = [
     "header",
     "jobs_header",
+    "jobs_preamble",
     "module",
     "output",
     "outputs",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from cronwarden.adapters.gcp.deploy import *  # noqa: F403
 from cronwarden.adapters.gcp.deploy import WEBHOOK_ENV, environment, names, trigger_environment
 
 

@@ -3,20 +3,4 @@
 
 from __future__ import annotations
 
-from cronwarden.adapters.azure.ncrontab import (
-    check_portable,
-    compress,
-    expand_field,
-    to_ncrontab,
-    utc_ncrontab,
-    zone_offsets,
-)
-
-__all__ = [
-    "check_portable",
-    "compress",
-    "expand_field",
-    "to_ncrontab",
-    "utc_ncrontab",
-    "zone_offsets",
-]
+from cronwarden.adapters.azure.ncrontab import *  # noqa: F403

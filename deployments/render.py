@@ -97,8 +97,8 @@ def _write(folder: Path, name: str, items: Sequence[hcl.Item]) -> None:
 
 
 def _gcp_env_for_azure_watcher(prefix: str) -> dict[str, Any]:
-    """Deprecated: ``renderers.get("gcp").watcher_environment(prefix, "azure")``."""
-    return renderers.get("gcp").watcher_environment(prefix, "azure")
+    """Deprecated: ``renderers.get("gcp").watched_by(prefix, "azure").environment``."""
+    return renderers.get("gcp").watched_by(prefix, "azure").environment
 
 
 def _root(

@@ -5,8 +5,9 @@ the :class:`CloudRenderer` of ``--provider`` (and of ``--watcher-provider``) and
 returns. Each cloud's renderer lives next to its adapter (``cronwarden.adapters.gcp.deploy``,
 ``cronwarden.adapters.azure.deploy``) and is imported only when asked for.
 
-Adding a cloud (e.g. AWS) needs no edit here nor in the driver: ship a module with an object
-satisfying :class:`CloudRenderer` and either call :func:`register` (``register("aws",
+Adding a cloud (e.g. AWS) needs no edit here nor in the driver: ship a module with a
+:class:`CloudRenderer` (its ``jobs_root``, ``watcher_root`` and ``watched_by`` functions, and
+``deployments/terraform/<name>/`` modules) and either call :func:`register` (``register("aws",
 "cronwarden.adapters.aws.deploy:RENDERER")``) or declare the entry point
 ``[project.entry-points."cronwarden.deploy.renderers"] aws = "pkg.module:RENDERER"``.
 """
@@ -14,10 +15,10 @@ satisfying :class:`CloudRenderer` and either call :func:`register` (``register("
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any, Protocol
+from typing import Any
 
 from cronwarden.errors import ConfigurationError
 
@@ -25,6 +26,7 @@ from .hcl import Item
 from .spec import Plan
 
 ENTRY_POINT_GROUP = "cronwarden.deploy.renderers"
+PROVIDER_ENV = "CRONWARDEN_PROVIDER"  #: read by cronwarden.config in every rendered function
 _BUILTIN = {
     "gcp": "cronwarden.adapters.gcp.deploy:RENDERER",
     "azure": "cronwarden.adapters.azure.deploy:RENDERER",
@@ -54,25 +56,75 @@ class RootOptions:
         return not self.watcher_here and not self.watcher_only
 
 
-class CloudRenderer(Protocol):
-    """One cloud's share of ``cronwarden deploy render``."""
+TfFiles = Mapping[str, Sequence[Item]]  #: a root module's ``.tf`` files: file name => items
 
-    name: str  #: the provider name (``--provider``)
-    terraform_modules: tuple[str, ...]  #: folders under deployments/terraform the root uses
 
-    def root(self, options: RootOptions) -> Mapping[str, Sequence[Item]]:
-        """The root module's ``.tf`` files (file name => items)."""
-        ...
+def tf_files(
+    versions: Sequence[Item],
+    variables: Sequence[Item],
+    main: Sequence[Item],
+    outputs: Sequence[Item],
+) -> TfFiles:
+    """The four files of a rendered root module."""
+    return {
+        "versions.tf": versions,
+        "variables.tf": variables,
+        "main.tf": main,
+        "outputs.tf": outputs,
+    }
 
-    def watcher_environment(self, prefix: str, host: str) -> dict[str, Any]:
-        """The environment a watcher running in cloud ``host`` needs to watch the jobs
-        running on this cloud (values may reference :meth:`watcher_variables`)."""
-        ...
 
-    def watcher_variables(self, host: str) -> list[Item]:
-        """The variables :meth:`watcher_environment` references, declared in ``host``'s
-        watcher-only root module."""
-        ...
+@dataclass(frozen=True)
+class Watched:
+    """What a watcher running in another cloud needs to watch a cloud's jobs: the variables its
+    root module declares, and the environment (whose values may reference them)."""
+
+    variables: list[Item]
+    environment: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CloudRenderer:
+    """One cloud's share of ``cronwarden deploy render``: plain functions, no cloud named here.
+
+    ``jobs_root`` renders the root module running the jobs (and the watcher when
+    ``options.watcher_here``); ``watcher_root(prefix, watched)`` the root module running only
+    the watcher of another cloud's jobs. A watcher running in cloud ``watcher_host`` (the one
+    whose identity federation is rendered) can watch this cloud's jobs; it declares
+    ``watcher_variables()`` and gets ``watcher_environment(prefix)``. The Terraform modules
+    copied into the output are ``common/settings`` and the folder named like the cloud.
+    """
+
+    name: str
+    jobs_root: Callable[[RootOptions], TfFiles]
+    watcher_root: Callable[[str, Watched], TfFiles]
+    watcher_host: str
+    watcher_variables: Callable[[], list[Item]]
+    watcher_environment: Callable[[str], dict[str, Any]]
+
+    @property
+    def terraform_modules(self) -> tuple[str, ...]:
+        """Folders under ``deployments/terraform`` a root module of this cloud uses."""
+        return ("common/settings", self.name)
+
+    def root(self, options: RootOptions) -> TfFiles:
+        """The ``.tf`` files of the root module described by ``options``."""
+        if not options.watcher_only:
+            return self.jobs_root(options)
+        if options.watched is None:
+            raise ConfigurationError("a watcher-only root module needs the jobs' cloud")
+        return self.watcher_root(
+            options.prefix, options.watched.watched_by(options.prefix, self.name)
+        )
+
+    def watched_by(self, prefix: str, host: str) -> Watched:
+        """What a watcher running in cloud ``host`` needs to watch this cloud's jobs."""
+        if host != self.watcher_host:
+            raise ConfigurationError(
+                f"a watcher on {host!r} cannot watch jobs on {self.name!r} (workload identity "
+                f"federation is rendered for a watcher on {self.watcher_host!r} only)"
+            )
+        return Watched(self.watcher_variables(), self.watcher_environment(prefix))
 
 
 def register(name: str, renderer: CloudRenderer | str) -> None:
@@ -111,8 +163,11 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "CloudRenderer",
     "RootOptions",
+    "TfFiles",
+    "Watched",
     "choices",
     "get",
     "names",
     "register",
+    "tf_files",
 ]

@@ -20,18 +20,18 @@ resolved by the platform with the app's identity; its value never enters Terrafo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from cronwarden.deploy import builder as tf
+from cronwarden.deploy import renderers as rr
 from cronwarden.deploy.hcl import Attr, Block, Comment, Expr, Item
-from cronwarden.deploy.renderers import RootOptions
+from cronwarden.deploy.renderers import PROVIDER_ENV as ENV_PROVIDER
 from cronwarden.deploy.spec import AZURE_SKU
-from cronwarden.errors import ConfigurationError
+from cronwarden.hosting import FUNCTIONS_ENV as ENV_FUNCTIONS
+from cronwarden.hosting import WEBHOOK_ENV
 
 # --- the app settings the rendered app reads (AzureProvider.from_env, cronwarden.hosting) -----
-ENV_PROVIDER = "CRONWARDEN_PROVIDER"
-ENV_FUNCTIONS = "CRONWARDEN_FUNCTIONS"
 ENV_TABLE_ACCOUNT_URL = "CRONWARDEN_AZURE_TABLE_ACCOUNT_URL"
 ENV_TABLE = "CRONWARDEN_AZURE_TABLE"
 ENV_SERVICEBUS_NAMESPACE = "CRONWARDEN_SERVICEBUS_NAMESPACE"
@@ -42,7 +42,6 @@ ENV_WATCHER_SCHEDULE = "CRONWARDEN_WATCHER_SCHEDULE"
 ENV_TENANT_ID = "AZURE_TENANT_ID"  #: azure-identity's own names (federated watcher)
 ENV_CLIENT_ID = "AZURE_CLIENT_ID"
 ENV_FEDERATION = "CRONWARDEN_AZURE_FEDERATION"
-WEBHOOK_ENV = "CRONWARDEN_WEBHOOK_URL"  #: what the watcher reads (cronwarden.hosting)
 
 AZURERM_VERSION = ">= 4.0, < 5.0"
 QUEUE = "cronwarden-runs"
@@ -249,17 +248,9 @@ def external_watcher_variables() -> list[Item]:
 
 def main(plan_jobs: dict[str, dict[str, Any]], *, watcher_here: bool) -> list[Item]:
     """``main.tf`` for the jobs of a plan (``plan_jobs``: name => settings object)."""
+    more_locals = [*_names(), Attr("app_settings", app_settings(watcher_here=watcher_here))]
     items: list[Item] = [
-        tf.jobs_header("azure"),
-        Block(
-            "locals",
-            body=[
-                Attr("jobs", plan_jobs),
-                *_names(),
-                Attr("app_settings", app_settings(watcher_here=watcher_here)),
-            ],
-        ),
-        tf.settings_module(),
+        *tf.jobs_preamble("azure", plan_jobs, more_locals),
         _base(),
         Comment("Per job: CRONWARDEN_SCHEDULE_<JOB> = NCRONTAB in UTC (see README.md)."),
         _app(
@@ -357,61 +348,29 @@ def outputs(*, watcher_only: bool = False, external_watcher: bool = False) -> li
     return tf.outputs(values)
 
 
-class AzureRenderer:
-    """The ``azure`` entry of :mod:`cronwarden.deploy.renderers`."""
-
-    name = "azure"
-    terraform_modules = ("common/settings", "azure")
-
-    def root(self, options: RootOptions) -> Mapping[str, Sequence[Item]]:
-        if options.watcher_only:
-            if options.watched is None:
-                raise ConfigurationError("a watcher-only root module needs the jobs' cloud")
-            watched = options.watched
-            return {
-                "versions.tf": versions(),
-                "variables.tf": watcher_variables(watched.watcher_variables(self.name)),
-                "main.tf": watcher_main(watched.watcher_environment(options.prefix, self.name)),
-                "outputs.tf": outputs(watcher_only=True),
-            }
-        external = options.external_watcher
-        jobs = {spec.name: spec.terraform() for spec in options.plan.jobs}
-        return {
-            "versions.tf": versions(),
-            "variables.tf": variables(AZURE_SKU, external_watcher=external),
-            "main.tf": main(jobs, watcher_here=options.watcher_here),
-            "outputs.tf": outputs(external_watcher=external),
-        }
-
-    def watcher_environment(self, prefix: str, host: str) -> dict[str, Any]:
-        _federated_from(host)
-        return external_watcher_environment(prefix)
-
-    def watcher_variables(self, host: str) -> list[Item]:
-        _federated_from(host)
-        return external_watcher_variables()
+def jobs_root(options: rr.RootOptions) -> rr.TfFiles:
+    """The root module running the jobs (and the watcher when ``options.watcher_here``)."""
+    external = options.external_watcher
+    jobs = {spec.name: spec.terraform() for spec in options.plan.jobs}
+    main_tf = main(jobs, watcher_here=options.watcher_here)
+    variables_tf = variables(AZURE_SKU, external_watcher=external)
+    return rr.tf_files(versions(), variables_tf, main_tf, outputs(external_watcher=external))
 
 
-def _federated_from(host: str) -> None:
-    if host != "gcp":
-        raise ConfigurationError(
-            f"a watcher on {host!r} cannot watch jobs on Azure yet (workload identity "
-            "federation is rendered for a GCP watcher only)"
-        )
+def watcher_root(prefix: str, watched: rr.Watched) -> rr.TfFiles:
+    """The root module (an app) running only the watcher of jobs on another cloud."""
+    variables_tf = watcher_variables(watched.variables)
+    main_tf = watcher_main(watched.environment)
+    return rr.tf_files(versions(), variables_tf, main_tf, outputs(watcher_only=True))
 
 
-RENDERER = AzureRenderer()
+RENDERER = rr.CloudRenderer(
+    "azure",
+    jobs_root,
+    watcher_root,
+    watcher_host="gcp",
+    watcher_variables=external_watcher_variables,
+    watcher_environment=external_watcher_environment,
+)
 
-__all__ = [
-    "RENDERER",
-    "WEBHOOK_ENV",
-    "AzureRenderer",
-    "app_settings",
-    "external_watcher_environment",
-    "main",
-    "outputs",
-    "variables",
-    "versions",
-    "watcher_main",
-    "watcher_variables",
-]
+__all__ = ["RENDERER", "WEBHOOK_ENV"]

@@ -27,17 +27,17 @@ Terraform value.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from cronwarden.deploy import builder as tf
+from cronwarden.deploy import renderers as rr
 from cronwarden.deploy.hcl import Attr, Block, Comment, Expr, Item
-from cronwarden.deploy.renderers import RootOptions
+from cronwarden.deploy.renderers import PROVIDER_ENV as ENV_PROVIDER
 from cronwarden.deploy.spec import MARGIN_SECONDS, Plan
-from cronwarden.errors import ConfigurationError
+from cronwarden.hosting import WEBHOOK_ENV
 
 # --- the environment the rendered functions read (GcpProvider.from_env) -----------------------
-ENV_PROVIDER = "CRONWARDEN_PROVIDER"
 ENV_PROJECT = "CRONWARDEN_GCP_PROJECT"
 ENV_TOPIC = "CRONWARDEN_GCP_TOPIC"
 ENV_SUBSCRIPTION = "CRONWARDEN_GCP_SUBSCRIPTION"
@@ -51,7 +51,6 @@ ENV_FIRESTORE_PREFIX = "CRONWARDEN_FIRESTORE_PREFIX"
 ENV_WIF_PROVIDER = "CRONWARDEN_GCP_WIF_PROVIDER"  #: a reader outside GCP (federation)
 ENV_SERVICE_ACCOUNT = "CRONWARDEN_GCP_SERVICE_ACCOUNT"
 ENV_WIF_AUDIENCE = "CRONWARDEN_GCP_WIF_AUDIENCE"
-WEBHOOK_ENV = "CRONWARDEN_WEBHOOK_URL"  #: what the watcher reads (cronwarden.hosting)
 FIRESTORE_PREFIX = "cw_"
 
 GOOGLE_VERSION = ">= 6.0, < 8.0"
@@ -354,21 +353,16 @@ def main(
     agent = Expr(
         '"service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"'
     )
+    more_locals: list[Item] = [
+        Attr("descriptions", descriptions),
+        Attr("apis", list(APIS)),
+        Attr("package", Expr('"${path.module}/function.zip"')),
+        Attr("pubsub_service_agent", agent),
+        Attr("environment", environment(prefix)),
+        Attr("trigger_environment", trigger_environment(prefix)),
+    ]
     items: list[Item] = [
-        tf.jobs_header("gcp"),
-        Block(
-            "locals",
-            body=[
-                Attr("jobs", jobs),
-                Attr("descriptions", descriptions),
-                Attr("apis", list(APIS)),
-                Attr("package", Expr('"${path.module}/function.zip"')),
-                Attr("pubsub_service_agent", agent),
-                Attr("environment", environment(prefix)),
-                Attr("trigger_environment", trigger_environment(prefix)),
-            ],
-        ),
-        tf.settings_module(),
+        *tf.jobs_preamble("gcp", jobs, more_locals),
         Block("data", ("google_project", "this"), [Attr("project_id", Expr("var.project"))]),
         _apis(),
         *_source_bucket(prefix),
@@ -802,76 +796,34 @@ def index_config() -> dict[str, Any]:
     return config
 
 
-class GcpRenderer:
-    """The ``gcp`` entry of :mod:`cronwarden.deploy.renderers`."""
-
-    name = "gcp"
-    terraform_modules = ("common/settings", "gcp")
-
-    def root(self, options: RootOptions) -> Mapping[str, Sequence[Item]]:
-        if options.watcher_only:
-            watched = _watched(options)
-            return {
-                "versions.tf": versions(),
-                "variables.tf": watcher_variables(watched.watcher_variables(self.name)),
-                "main.tf": watcher_main(
-                    options.prefix, watched.watcher_environment(options.prefix, self.name)
-                ),
-                "outputs.tf": watcher_outputs(),
-            }
-        main_tf = main(
-            options.prefix,
-            options.plan,
-            index_config(),
-            watcher_here=options.watcher_here,
-            worker=options.worker,
-        )
-        return {
-            "versions.tf": versions(),
-            "variables.tf": variables(external_watcher=options.external_watcher),
-            "main.tf": main_tf,
-            "outputs.tf": outputs(options.watcher_here, options.worker),
-        }
-
-    def watcher_environment(self, prefix: str, host: str) -> dict[str, Any]:
-        _federated_from(host)
-        return external_watcher_environment(prefix)
-
-    def watcher_variables(self, host: str) -> list[Item]:
-        _federated_from(host)
-        return external_watcher_variables()
+def jobs_root(options: rr.RootOptions) -> rr.TfFiles:
+    """The root module running the jobs (and the watcher when ``options.watcher_here``)."""
+    main_tf = main(
+        options.prefix,
+        options.plan,
+        index_config(),
+        watcher_here=options.watcher_here,
+        worker=options.worker,
+    )
+    variables_tf = variables(external_watcher=options.external_watcher)
+    return rr.tf_files(
+        versions(), variables_tf, main_tf, outputs(options.watcher_here, options.worker)
+    )
 
 
-def _federated_from(host: str) -> None:
-    if host != "azure":
-        raise ConfigurationError(
-            f"a watcher on {host!r} cannot watch jobs on GCP yet (workload identity federation "
-            "is rendered for an Azure watcher only)"
-        )
+def watcher_root(prefix: str, watched: rr.Watched) -> rr.TfFiles:
+    """The root module running only the watcher of jobs on another cloud."""
+    main_tf = watcher_main(prefix, watched.environment)
+    return rr.tf_files(versions(), watcher_variables(watched.variables), main_tf, watcher_outputs())
 
 
-def _watched(options: RootOptions) -> Any:
-    if options.watched is None:
-        raise ConfigurationError("a watcher-only root module needs the jobs' cloud")
-    return options.watched
+RENDERER = rr.CloudRenderer(
+    "gcp",
+    jobs_root,
+    watcher_root,
+    watcher_host="azure",
+    watcher_variables=external_watcher_variables,
+    watcher_environment=external_watcher_environment,
+)
 
-
-RENDERER = GcpRenderer()
-
-__all__ = [
-    "RENDERER",
-    "WEBHOOK_ENV",
-    "GcpRenderer",
-    "environment",
-    "external_watcher_environment",
-    "firestore_fields",
-    "firestore_indexes",
-    "main",
-    "names",
-    "outputs",
-    "trigger_environment",
-    "versions",
-    "watcher_main",
-    "watcher_outputs",
-    "watcher_variables",
-]
+__all__ = ["RENDERER", "WEBHOOK_ENV"]
