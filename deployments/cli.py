@@ -8,6 +8,8 @@ import click
 
 from cronwarden.errors import CronwardenError
 
+from . import renderers
+
 
 class _Fail(click.ClickException):
     """One clear line, exit status 2 (as the main CLI)."""
@@ -27,7 +29,7 @@ def deploy() -> None:
 @click.option(
     "--provider",
     "-p",
-    type=click.Choice(["gcp", "azure"]),
+    type=click.Choice(renderers.names()),
     required=True,
     help="Cloud that runs the jobs.",
 )
@@ -49,7 +51,7 @@ def deploy() -> None:
 )
 @click.option(
     "--watcher-provider",
-    type=click.Choice(["gcp", "azure"]),
+    type=click.Choice(renderers.names()),
     default=None,
     help="Run the liveness watcher in this cloud (default: the jobs' cloud).",
 )

@@ -18,12 +18,14 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cronwarden.errors import ConfigurationError
 
 from .hcl import Item
-from .spec import Plan
+
+if TYPE_CHECKING:  # spec imports this module
+    from .spec import Plan
 
 ENTRY_POINT_GROUP = "cronwarden.deploy.renderers"
 PROVIDER_ENV = "CRONWARDEN_PROVIDER"  #: read by cronwarden.config in every rendered function
@@ -137,6 +139,11 @@ def _entry_points() -> dict[str, str]:
     return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
+def builtin_names() -> tuple[str, ...]:
+    """The clouds cronwarden renders itself: ``("gcp", "azure")``."""
+    return tuple(_BUILTIN)
+
+
 def names() -> tuple[str, ...]:
     """Every provider with a renderer: the built-in ones first."""
     return tuple(dict.fromkeys([*_BUILTIN, *_entry_points(), *_registered]))
@@ -165,6 +172,7 @@ __all__ = [
     "RootOptions",
     "TfFiles",
     "Watched",
+    "builtin_names",
     "choices",
     "get",
     "names",

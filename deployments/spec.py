@@ -5,7 +5,7 @@ and strings, ready for Terraform) and refuses, with one clear sentence, what a c
 
 * every cron must be expressible in Cloud Scheduler's and NCRONTAB's dialect (no ``L``, ``W``,
   ``#``, ``?``); for Azure it must also translate to one UTC NCRONTAB expression
-  (:func:`~cronwarden.deploy.ncrontab.utc_ncrontab`);
+  (:func:`~cronwarden.adapters.azure.ncrontab.utc_ncrontab`);
 * GCP: the worker is pushed each run request by a Pub/Sub push subscription, whose ack
   deadline (at most 600 s) bounds the delivery and cannot be extended, so a job's max runtime
   plus the margin must fit in it (:data:`GCP_PUSH_MAX_RUNTIME`, 570 s); longer jobs need the
@@ -25,13 +25,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from cronwarden.adapters.azure.ncrontab import check_portable, utc_ncrontab
 from cronwarden.durations import DurationLike, parse_duration
 from cronwarden.errors import InvalidJobDefinition
 from cronwarden.jobs import JobSet
 
-from .ncrontab import check_portable, utc_ncrontab
+from . import renderers
 
-PROVIDERS = ("gcp", "azure")
+PROVIDERS = renderers.builtin_names()  #: deprecated: renderers.names() adds registered clouds
 GCP_WORKERS = ("push", "pull")  #: how the GCP worker receives run requests
 MARGIN_SECONDS = 30  #: added to the longest max runtime for ack deadlines and host timeouts
 AZURE_SKU = "B1"  #: default dedicated plan (Always On keeps timers firing)
@@ -121,12 +122,13 @@ def plan(
     """
     if not len(jobs):
         raise InvalidJobDefinition("the job module defines no jobs")
-    unknown = [p for p in providers if p not in PROVIDERS]
+    known = renderers.names()
+    unknown = [p for p in providers if p not in known]
     if unknown:
-        raise InvalidJobDefinition(f"unknown provider {unknown[0]!r}; choose gcp or azure")
+        raise InvalidJobDefinition(f"unknown provider {unknown[0]!r}; choose {renderers.choices()}")
     runs_on = jobs_on or (providers[0] if providers else "")
-    if runs_on not in PROVIDERS:
-        raise InvalidJobDefinition(f"unknown provider {runs_on!r}; choose gcp or azure")
+    if runs_on not in known:
+        raise InvalidJobDefinition(f"unknown provider {runs_on!r}; choose {renderers.choices()}")
     if gcp_worker not in GCP_WORKERS:
         raise InvalidJobDefinition(f"unknown GCP worker {gcp_worker!r}; choose push or pull")
     specs: list[JobSpec] = []
