@@ -20,6 +20,24 @@ class _Fail(click.ClickException):
         click.echo(f"error: {self.message}", err=True)
 
 
+class _Provider(click.ParamType):
+    """A provider with a renderer (:mod:`cronwarden.deploy.renderers`), looked up only when the
+    option is given: listing registered clouds reads the installed packages' entry points,
+    too slow for every ``cronwarden`` start."""
+
+    name = "provider"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "[" + "|".join(renderers.builtin_names()) + "|...]"
+
+    def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            renderers.get(value)
+        except CronwardenError as exc:
+            self.fail(str(exc), param, ctx)
+        return value
+
+
 @click.group()
 def deploy() -> None:
     """Render Terraform + function packages for GCP or Azure, and check them offline."""
@@ -29,7 +47,7 @@ def deploy() -> None:
 @click.option(
     "--provider",
     "-p",
-    type=click.Choice(renderers.names()),
+    type=_Provider(),
     required=True,
     help="Cloud that runs the jobs.",
 )
@@ -51,7 +69,7 @@ def deploy() -> None:
 )
 @click.option(
     "--watcher-provider",
-    type=click.Choice(renderers.names()),
+    type=_Provider(),
     default=None,
     help="Run the liveness watcher in this cloud (default: the jobs' cloud).",
 )
