@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,7 +21,13 @@ class _Fail(click.ClickException):
         click.echo(f"error: {self.message}", err=True)
 
 
-class _Provider(click.ParamType):
+if TYPE_CHECKING:
+    _ParamType = click.ParamType[str]  # generic in click >= 8.2 (annotation only)
+else:
+    _ParamType = click.ParamType
+
+
+class _Provider(_ParamType):
     """A provider with a renderer (:mod:`cronwarden.deploy.renderers`), looked up only when the
     option is given: listing registered clouds reads the installed packages' entry points,
     too slow for every ``cronwarden`` start."""
