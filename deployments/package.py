@@ -46,6 +46,7 @@ _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 #: pre-releases exist, which the ``b`` in the bound admits.
 AZURE_SETTLEMENT = "azurefunctions-extensions-bindings-servicebus>=1.0.0b2,<2"
 _RESERVED = {"main", "function_app", "cronwarden"}
+_PACKAGED = ("gcp", "azure")  #: the providers write_package knows the entry files of
 _SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 
 
@@ -195,6 +196,11 @@ def write_package(
     """Write the function package into ``folder`` (emptied first); return the files written.
 
     ``worker``: the package's app runs the worker (false for a watcher-only app)."""
+    if provider not in _PACKAGED:
+        raise ConfigurationError(
+            f"no function package is rendered for provider {provider!r} (its entry module and "
+            "host files belong in cronwarden.deploy.package)"
+        )
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)

@@ -25,7 +25,7 @@ from typing import Any
 
 from cronwarden.errors import ConfigurationError
 
-from . import files, hcl, renderers
+from . import hcl, renderers
 from .package import JobSource, job_source, write_package, zip_folder
 from .readme import root_readme, tfvars_example
 from .renderers import CloudRenderer, RootOptions
@@ -83,10 +83,9 @@ def _prepare(out: Path) -> None:
 
 
 def _copy_modules(renderer: CloudRenderer, out: Path) -> None:
-    source = files.terraform_modules()
-    for part in renderer.terraform_modules:
+    for part, source in renderer.module_sources().items():
         shutil.copytree(
-            source / part,
+            source,
             out / "modules" / part,
             ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"),
         )

@@ -6,8 +6,8 @@ returns. Each cloud's renderer lives next to its adapter (``cronwarden.adapters.
 ``cronwarden.adapters.azure.deploy``) and is imported only when asked for.
 
 Adding a cloud (e.g. AWS) needs no edit here nor in the driver: ship a module with a
-:class:`CloudRenderer` (its ``jobs_root``, ``watcher_root`` and ``watched_by`` functions, and
-``deployments/terraform/<name>/`` modules) and either call :func:`register` (``register("aws",
+:class:`CloudRenderer` (its ``jobs_root`` and ``watcher_root`` functions, what a watcher elsewhere
+needs, and its Terraform modules folder) and either call :func:`register` (``register("aws",
 "cronwarden.adapters.aws.deploy:RENDERER")``) or declare the entry point
 ``[project.entry-points."cronwarden.deploy.renderers"] aws = "pkg.module:RENDERER"``.
 """
@@ -18,10 +18,12 @@ import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cronwarden.errors import ConfigurationError
 
+from . import files
 from .hcl import Item
 
 if TYPE_CHECKING:  # spec imports this module
@@ -104,10 +106,23 @@ class CloudRenderer:
     watcher_variables: Callable[[], list[Item]]
     watcher_environment: Callable[[str], dict[str, Any]]
 
+    modules_dir: Path | None = None  #: its Terraform modules (default: terraform/<name> here)
+
     @property
     def terraform_modules(self) -> tuple[str, ...]:
-        """Folders under ``deployments/terraform`` a root module of this cloud uses."""
+        """The ``modules/`` folders a root module of this cloud uses."""
         return ("common/settings", self.name)
+
+    def module_sources(self) -> dict[str, Path]:
+        """``modules/`` folder => where it is copied from; :class:`ConfigurationError` when a
+        folder is missing."""
+        shipped = files.terraform_modules()
+        sources = {"common/settings": shipped / "common/settings"}
+        sources[self.name] = self.modules_dir or shipped / self.name
+        for part, folder in sources.items():
+            if not folder.is_dir():
+                raise ConfigurationError(f"the {part!r} Terraform modules are missing: {folder}")
+        return sources
 
     def root(self, options: RootOptions) -> TfFiles:
         """The ``.tf`` files of the root module described by ``options``."""

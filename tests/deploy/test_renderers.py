@@ -3,12 +3,17 @@ registers without editing the driver, and the cross-cloud watcher pairs are the 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cronwarden.deploy import hcl, renderers
+from cronwarden.deploy.render import render
 from cronwarden.deploy.spec import plan
 from cronwarden.errors import ConfigurationError, InvalidJobDefinition
 from cronwarden.jobs import JobSet
+
+from .conftest import EXAMPLES
 
 
 def test_builtin_clouds_resolve_to_their_adapters_renderers() -> None:
@@ -56,6 +61,39 @@ def test_a_registered_cloud_is_found_and_planned_for(monkeypatch: pytest.MonkeyP
     assert watched.environment == {"CRONWARDEN_PROVIDER": "fakecloud"}
     with pytest.raises(ConfigurationError, match="cannot watch jobs on 'fakecloud'"):
         fake.watched_by("cw", "azure")
+
+
+def test_a_registered_cloud_without_a_package_fails_loudly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver writes the new cloud's root module and modules, then refuses (one sentence,
+    no silent fallback to another cloud's package) where no function package is known."""
+    monkeypatch.setattr(renderers, "_registered", {})
+    modules = tmp_path / "tf-modules"
+    (modules / "queue").mkdir(parents=True)
+    (modules / "queue" / "main.tf").write_text("# a module\n")
+
+    def jobs_root(options: renderers.RootOptions) -> renderers.TfFiles:
+        return renderers.tf_files([], [], [hcl.Comment("fakecloud")], [])
+
+    renderers.register(
+        "fakecloud",
+        renderers.CloudRenderer(
+            "fakecloud",
+            jobs_root,
+            lambda prefix, watched: renderers.tf_files([], [], [], []),
+            watcher_host="gcp",
+            watcher_variables=list,
+            watcher_environment=dict,
+            modules_dir=modules,
+        ),
+    )
+    out = tmp_path / "out"
+    with pytest.raises(ConfigurationError, match="no function package is rendered for provider"):
+        render("fakecloud", str(EXAMPLES / "quarter_hourly.py"), out)
+    assert (out / "main.tf").read_text() == "# fakecloud\n"
+    assert (out / "modules" / "fakecloud" / "queue" / "main.tf").is_file()
+    assert (out / "modules" / "common" / "settings" / "main.tf").is_file()
 
 
 @pytest.mark.parametrize(("jobs_cloud", "host"), [("gcp", "azure"), ("azure", "gcp")])
