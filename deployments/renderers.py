@@ -171,13 +171,14 @@ def choices() -> str:
 
 def get(name: str, what: str = "provider") -> CloudRenderer:
     """The renderer of provider ``name``; :class:`ConfigurationError` if there is none."""
-    found = _registered.get(name) or _entry_points().get(name) or _BUILTIN.get(name)
+    found = _registered.get(name) or _BUILTIN.get(name) or _entry_points().get(name)
     if found is None:
         raise ConfigurationError(f"unknown {what} {name!r}; choose {choices()}")
     if isinstance(found, str):
         module, _, attribute = found.partition(":")
-        renderer: CloudRenderer = getattr(importlib.import_module(module), attribute)
-        return renderer
+        found = getattr(importlib.import_module(module), attribute, None)
+    if not isinstance(found, CloudRenderer):
+        raise ConfigurationError(f"the renderer registered for {name!r} is not a CloudRenderer")
     return found
 
 
