@@ -88,6 +88,23 @@ class Watched:
 
 
 @dataclass(frozen=True)
+class JobLimits:
+    """One job's bounds as a cloud sees them (seconds), for :attr:`CloudRenderer.check_job`."""
+
+    name: str
+    runtime: int
+    attempts: int
+    min_backoff: int
+    max_backoff: int
+    worker: str  #: the worker style asked for (GCP: push or pull)
+
+
+def no_clamps(job: JobLimits) -> list[str]:
+    """A cloud that takes every job as declared: no notes."""
+    return []
+
+
+@dataclass(frozen=True)
 class CloudRenderer:
     """One cloud's share of ``cronwarden deploy render``: plain functions, no cloud named here.
 
@@ -107,6 +124,11 @@ class CloudRenderer:
     watcher_environment: Callable[[str], dict[str, Any]]
 
     modules_dir: Path | None = None  #: its Terraform modules (default: terraform/<name> here)
+    #: the notes (clamps a user should know) for a job running here; raises
+    #: InvalidJobDefinition, naming the job, when this cloud cannot run it
+    check_job: Callable[[JobLimits], list[str]] = no_clamps
+    #: (cron, time zone) => the cloud's own timer expression, when its timers need one
+    timer_schedule: Callable[[str, str], str] | None = None
 
     @property
     def terraform_modules(self) -> tuple[str, ...]:
@@ -185,6 +207,7 @@ def get(name: str, what: str = "provider") -> CloudRenderer:
 __all__ = [
     "ENTRY_POINT_GROUP",
     "CloudRenderer",
+    "JobLimits",
     "RootOptions",
     "TfFiles",
     "Watched",
@@ -192,6 +215,7 @@ __all__ = [
     "choices",
     "get",
     "names",
+    "no_clamps",
     "register",
     "tf_files",
 ]

@@ -31,6 +31,8 @@ from cronwarden.deploy.spec import AZURE_SKU
 from cronwarden.hosting import FUNCTIONS_ENV as ENV_FUNCTIONS
 from cronwarden.hosting import WEBHOOK_ENV
 
+from .ncrontab import utc_ncrontab
+
 # --- the app settings the rendered app reads (AzureProvider.from_env, cronwarden.hosting) -----
 ENV_TABLE_ACCOUNT_URL = "CRONWARDEN_AZURE_TABLE_ACCOUNT_URL"
 ENV_TABLE = "CRONWARDEN_AZURE_TABLE"
@@ -43,6 +45,7 @@ ENV_TENANT_ID = "AZURE_TENANT_ID"  #: azure-identity's own names (federated watc
 ENV_CLIENT_ID = "AZURE_CLIENT_ID"
 ENV_FEDERATION = "CRONWARDEN_AZURE_FEDERATION"
 
+SERVICEBUS_MAX_LOCK_SECONDS = 300
 AZURERM_VERSION = ">= 4.0, < 5.0"
 QUEUE = "cronwarden-runs"
 WATCHER_SCHEDULE = "0 */5 * * * *"
@@ -364,6 +367,17 @@ def watcher_root(prefix: str, watched: rr.Watched) -> rr.TfFiles:
     return rr.tf_files(versions(), variables_tf, main_tf, outputs(watcher_only=True))
 
 
+def check_job(job: rr.JobLimits) -> list[str]:
+    """Azure runs every job (a dedicated plan with Always On); a long run outlives the
+    Service Bus lock, which the worker renews (a note)."""
+    if job.runtime <= SERVICEBUS_MAX_LOCK_SECONDS:
+        return []
+    return [
+        f"{job.name}: Service Bus locks last at most 5 minutes; the worker renews the "
+        f"lock for this {job.runtime}s max runtime"
+    ]
+
+
 RENDERER = rr.CloudRenderer(
     "azure",
     jobs_root,
@@ -371,6 +385,8 @@ RENDERER = rr.CloudRenderer(
     watcher_host="gcp",
     watcher_variables=external_watcher_variables,
     watcher_environment=external_watcher_environment,
+    check_job=check_job,
+    timer_schedule=utc_ncrontab,
 )
 
 __all__ = ["RENDERER", "WEBHOOK_ENV"]

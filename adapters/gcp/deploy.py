@@ -35,6 +35,7 @@ from cronwarden.deploy import renderers as rr
 from cronwarden.deploy.hcl import Attr, Block, Comment, Expr, Item
 from cronwarden.deploy.renderers import PROVIDER_ENV as ENV_PROVIDER
 from cronwarden.deploy.spec import MARGIN_SECONDS, Plan
+from cronwarden.errors import InvalidJobDefinition
 from cronwarden.hosting import WEBHOOK_ENV
 
 # --- the environment the rendered functions read (GcpProvider.from_env) -----------------------
@@ -52,6 +53,12 @@ ENV_WIF_PROVIDER = "CRONWARDEN_GCP_WIF_PROVIDER"  #: a reader outside GCP (feder
 ENV_SERVICE_ACCOUNT = "CRONWARDEN_GCP_SERVICE_ACCOUNT"
 ENV_WIF_AUDIENCE = "CRONWARDEN_GCP_WIF_AUDIENCE"
 FIRESTORE_PREFIX = "cw_"
+
+PUBSUB_MIN_ATTEMPTS, PUBSUB_MAX_ATTEMPTS = 5, 100
+PUBSUB_MAX_BACKOFF = 600
+PUBSUB_MAX_ACK_DEADLINE = 600
+#: the longest max runtime a push delivery carries: its ack deadline, less the margin
+GCP_PUSH_MAX_RUNTIME = PUBSUB_MAX_ACK_DEADLINE - MARGIN_SECONDS
 
 GOOGLE_VERSION = ">= 6.0, < 8.0"
 APIS = (
@@ -817,6 +824,32 @@ def watcher_root(prefix: str, watched: rr.Watched) -> rr.TfFiles:
     return rr.tf_files(versions(), watcher_variables(watched.variables), main_tf, watcher_outputs())
 
 
+def check_job(job: rr.JobLimits) -> list[str]:
+    """GCP's limits: a push delivery's ack deadline bounds the runtime; Pub/Sub clamps the
+    delivery attempts and the retry backoff (notes)."""
+    if job.worker == "push" and job.runtime > GCP_PUSH_MAX_RUNTIME:
+        raise InvalidJobDefinition(
+            f"job {job.name!r}: max_runtime {job.runtime}s is over the {GCP_PUSH_MAX_RUNTIME}s "
+            "a Pub/Sub push delivery can carry on GCP (its ack deadline is at most "
+            f"{PUBSUB_MAX_ACK_DEADLINE}s and cannot be extended); render with --gcp-worker "
+            "pull to run the pull worker `python -m cronwarden.adapters.gcp.serve` (GKE, a "
+            "VM or a Cloud Run worker pool) instead (docs/deploy-gcp.md)"
+        )
+    notes: list[str] = []
+    if job.attempts < PUBSUB_MIN_ATTEMPTS:
+        notes.append(
+            f"{job.name}: Pub/Sub dead-letter policies need at least "
+            f"{PUBSUB_MIN_ATTEMPTS} delivery attempts; the subscription uses "
+            f"{PUBSUB_MIN_ATTEMPTS} and the engine dead-letters after {job.attempts}"
+        )
+    if job.max_backoff > PUBSUB_MAX_BACKOFF:
+        notes.append(
+            f"{job.name}: Pub/Sub retry backoff is capped at {PUBSUB_MAX_BACKOFF}s "
+            f"(retry.max_backoff is {job.max_backoff}s)"
+        )
+    return notes
+
+
 RENDERER = rr.CloudRenderer(
     "gcp",
     jobs_root,
@@ -824,6 +857,7 @@ RENDERER = rr.CloudRenderer(
     watcher_host="azure",
     watcher_variables=external_watcher_variables,
     watcher_environment=external_watcher_environment,
+    check_job=check_job,
 )
 
 __all__ = ["RENDERER", "WEBHOOK_ENV"]
