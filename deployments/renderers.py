@@ -26,7 +26,8 @@ from cronwarden.errors import ConfigurationError
 from . import files
 from .hcl import Item
 
-if TYPE_CHECKING:  # spec imports this module
+if TYPE_CHECKING:  # spec and package import this module
+    from .package import JobSource
     from .spec import Plan
 
 ENTRY_POINT_GROUP = "cronwarden.deploy.renderers"
@@ -99,6 +100,15 @@ class JobLimits:
     worker: str  #: the worker style asked for (GCP: push or pull)
 
 
+@dataclass(frozen=True)
+class PackageFiles:
+    """A cloud's share of the function package: its entry files (name => text) and the
+    requirements pinned after cronwarden's."""
+
+    files: dict[str, str]
+    pins: tuple[str, ...] = ()
+
+
 def no_clamps(job: JobLimits) -> list[str]:
     """A cloud that takes every job as declared: no notes."""
     return []
@@ -129,6 +139,8 @@ class CloudRenderer:
     check_job: Callable[[JobLimits], list[str]] = no_clamps
     #: (cron, time zone) => the cloud's own timer expression, when its timers need one
     timer_schedule: Callable[[str, str], str] | None = None
+    #: (plan, job source, runs the worker) => the function package's entry files
+    package: Callable[[Plan, JobSource, bool], PackageFiles] | None = None
 
     @property
     def terraform_modules(self) -> tuple[str, ...]:
@@ -208,6 +220,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "CloudRenderer",
     "JobLimits",
+    "PackageFiles",
     "RootOptions",
     "TfFiles",
     "Watched",

@@ -20,14 +20,16 @@ resolved by the platform with the app's identity; its value never enters Terrafo
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
 from cronwarden.deploy import builder as tf
 from cronwarden.deploy import renderers as rr
 from cronwarden.deploy.hcl import Attr, Block, Comment, Expr, Item
+from cronwarden.deploy.package import JobSource, entry_module
 from cronwarden.deploy.renderers import PROVIDER_ENV as ENV_PROVIDER
-from cronwarden.deploy.spec import AZURE_SKU
+from cronwarden.deploy.spec import AZURE_SKU, Plan
 from cronwarden.hosting import FUNCTIONS_ENV as ENV_FUNCTIONS
 from cronwarden.hosting import WEBHOOK_ENV
 
@@ -46,6 +48,10 @@ ENV_CLIENT_ID = "AZURE_CLIENT_ID"
 ENV_FEDERATION = "CRONWARDEN_AZURE_FEDERATION"
 
 SERVICEBUS_MAX_LOCK_SECONDS = 300
+#: What the Azure worker settles messages through (``ServiceBusMessageActions``, the Functions
+#: host's settlement API; installed, it makes ``build_app`` use the SDK-type binding); only
+#: pre-releases exist, which the ``b`` in the bound admits.
+AZURE_SETTLEMENT = "azurefunctions-extensions-bindings-servicebus>=1.0.0b2,<2"
 AZURERM_VERSION = ">= 4.0, < 5.0"
 QUEUE = "cronwarden-runs"
 WATCHER_SCHEDULE = "0 */5 * * * *"
@@ -378,6 +384,61 @@ def check_job(job: rr.JobLimits) -> list[str]:
     ]
 
 
+def azure_function_app(source: JobSource) -> str:
+    """``function_app.py`` for the azure-functions v2 programming model."""
+    return entry_module(
+        source,
+        "Azure Functions app, rendered by `cronwarden deploy render`.\n"
+        "\n"
+        "Timer triggers read each job's schedule from the app setting\n"
+        "CRONWARDEN_SCHEDULE_<JOB_NAME_UPPER_UNDERSCORED> (NCRONTAB, UTC); the worker is\n"
+        f"triggered by the Service Bus queue {ENV_SERVICEBUS_QUEUE} through the\n"
+        f"identity-based connection {ENV_TRIGGER_CONNECTION}.\n",
+        "cronwarden.adapters.azure.functions.build_app",
+        "app = build_app({jobs})",
+    )
+
+
+def host_json(plan: Plan) -> str:
+    """``host.json``: the host timeout covers the longest run; lock renewal covers it too.
+
+    ``autoCompleteMessages`` is false, as on the worker's trigger (``build_app``): the worker
+    settles every message itself (complete, scheduled retry copy, dead-letter with the reason)
+    through the host's message actions; a host that also completed it would race the worker.
+    ``maxAutoLockRenewalDuration``: the host renews the message lock while the worker runs, up
+    to the host timeout (the queue's lock lasts at most 5 minutes); the worker also renews it
+    on every lease renewal.
+    """
+    timeout = plan.host_timeout()
+    doc = {
+        "version": "2.0",
+        "functionTimeout": timeout,
+        "extensionBundle": {
+            "id": "Microsoft.Azure.Functions.ExtensionBundle",
+            "version": "[4.*, 5.0.0)",
+        },
+        "extensions": {
+            "serviceBus": {
+                "prefetchCount": 0,
+                "maxConcurrentCalls": 4,
+                "autoCompleteMessages": False,
+                "maxAutoLockRenewalDuration": timeout,
+            }
+        },
+        "logging": {
+            "applicationInsights": {"samplingSettings": {"isEnabled": False}},
+        },
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def package_files(plan: Plan, source: JobSource, runs_worker: bool) -> rr.PackageFiles:
+    """The app's entry module and host.json; where the app runs the worker, the host's
+    settlement package (the worker settles messages through it)."""
+    files = {"function_app.py": azure_function_app(source), "host.json": host_json(plan)}
+    return rr.PackageFiles(files, (AZURE_SETTLEMENT,) if runs_worker else ())
+
+
 RENDERER = rr.CloudRenderer(
     "azure",
     jobs_root,
@@ -387,6 +448,7 @@ RENDERER = rr.CloudRenderer(
     watcher_environment=external_watcher_environment,
     check_job=check_job,
     timer_schedule=utc_ncrontab,
+    package=package_files,
 )
 
 __all__ = ["RENDERER", "WEBHOOK_ENV"]

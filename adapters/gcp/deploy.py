@@ -33,6 +33,7 @@ from typing import Any
 from cronwarden.deploy import builder as tf
 from cronwarden.deploy import renderers as rr
 from cronwarden.deploy.hcl import Attr, Block, Comment, Expr, Item
+from cronwarden.deploy.package import JobSource, entry_module
 from cronwarden.deploy.renderers import PROVIDER_ENV as ENV_PROVIDER
 from cronwarden.deploy.spec import MARGIN_SECONDS, Plan
 from cronwarden.errors import InvalidJobDefinition
@@ -850,6 +851,26 @@ def check_job(job: rr.JobLimits) -> list[str]:
     return notes
 
 
+def gcp_main(source: JobSource) -> str:
+    """``main.py`` for functions-framework: three HTTP targets."""
+    return entry_module(
+        source,
+        "Cloud Functions (2nd gen) entry points, rendered by `cronwarden deploy render`.\n"
+        "\n"
+        "Targets (functions-framework, HTTP):\n"
+        "  trigger  pushed from the schedule topic (one Cloud Scheduler job per cronwarden job)\n"
+        "  worker   pushed from the run-request topic (our own subscription, with a DLQ policy)\n"
+        "  watcher  called by its own Cloud Scheduler job (liveness)\n",
+        "cronwarden.adapters.gcp.functions.make_functions",
+        "trigger, worker, watcher = make_functions({jobs})",
+    )
+
+
+def package_files(plan: Plan, source: JobSource, runs_worker: bool) -> rr.PackageFiles:
+    """The package's entry module (every function of the deployment is a target of it)."""
+    return rr.PackageFiles({"main.py": gcp_main(source)})
+
+
 RENDERER = rr.CloudRenderer(
     "gcp",
     jobs_root,
@@ -858,6 +879,7 @@ RENDERER = rr.CloudRenderer(
     watcher_variables=external_watcher_variables,
     watcher_environment=external_watcher_environment,
     check_job=check_job,
+    package=package_files,
 )
 
 __all__ = ["RENDERER", "WEBHOOK_ENV"]
