@@ -35,11 +35,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from cronwarden.errors import ConfigurationError
 
 from . import renderers
+from ._moved import moved_names
 from .spec import Plan
 
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
@@ -51,13 +51,7 @@ _MOVED = {  #: deprecated names: each cloud's package files live with its render
     "gcp_main": "cronwarden.adapters.gcp.deploy",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = moved_names(__name__, _MOVED)
 
 
 _SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}

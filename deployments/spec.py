@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
 
 from cronwarden.adapters.azure.ncrontab import check_portable
 from cronwarden.durations import DurationLike, parse_duration
@@ -32,6 +31,7 @@ from cronwarden.errors import InvalidJobDefinition
 from cronwarden.jobs import JobSet
 
 from . import renderers
+from ._moved import moved_names
 
 PROVIDERS = renderers.builtin_names()  #: deprecated: renderers.names() adds registered clouds
 GCP_WORKERS = ("push", "pull")  #: how the GCP worker receives run requests
@@ -46,13 +46,7 @@ _MOVED = {  #: deprecated names: the clouds' limits live with their renderers
     "SERVICEBUS_MAX_LOCK_SECONDS": "cronwarden.adapters.azure.deploy",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(_MOVED[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = moved_names(__name__, _MOVED)
 
 
 def schedule_setting(job_name: str) -> str:
