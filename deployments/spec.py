@@ -5,10 +5,10 @@ and strings, ready for Terraform) and refuses, with one clear sentence, what a c
 
 * every cron must be expressible in Cloud Scheduler's and NCRONTAB's dialect (no ``L``, ``W``,
   ``#``, ``?``); for Azure it must also translate to one UTC NCRONTAB expression
-  (:func:`~cronwarden.deploy.ncrontab.utc_ncrontab`);
+  (:func:`~cronwarden.adapters.azure.ncrontab.utc_ncrontab`);
 * GCP: the worker is pushed each run request by a Pub/Sub push subscription, whose ack
   deadline (at most 600 s) bounds the delivery and cannot be extended, so a job's max runtime
-  plus the margin must fit in it (:data:`GCP_PUSH_MAX_RUNTIME`, 570 s); longer jobs need the
+  plus the margin must fit in it (``GCP_PUSH_MAX_RUNTIME``, 570 s); longer jobs need the
   pull worker (``--gcp-worker pull``: ``python -m cronwarden.adapters.gcp.serve`` on a
   long-running host, whose deliveries are kept invisible for the whole lease);
 * Azure: the function app runs on a dedicated plan with Always On (the consumption and Elastic
@@ -25,22 +25,28 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from cronwarden.adapters.azure.ncrontab import check_portable
 from cronwarden.durations import DurationLike, parse_duration
 from cronwarden.errors import InvalidJobDefinition
 from cronwarden.jobs import JobSet
 
-from .ncrontab import check_portable, utc_ncrontab
+from . import renderers
+from ._moved import moved_names
 
-PROVIDERS = ("gcp", "azure")
+PROVIDERS = renderers.builtin_names()  #: deprecated: renderers.names() adds registered clouds
 GCP_WORKERS = ("push", "pull")  #: how the GCP worker receives run requests
 MARGIN_SECONDS = 30  #: added to the longest max runtime for ack deadlines and host timeouts
 AZURE_SKU = "B1"  #: default dedicated plan (Always On keeps timers firing)
-PUBSUB_MIN_ATTEMPTS, PUBSUB_MAX_ATTEMPTS = 5, 100
-PUBSUB_MAX_BACKOFF = 600
-PUBSUB_MAX_ACK_DEADLINE = 600
-#: the longest max runtime a push delivery carries: its ack deadline, less the margin
-GCP_PUSH_MAX_RUNTIME = PUBSUB_MAX_ACK_DEADLINE - MARGIN_SECONDS
-SERVICEBUS_MAX_LOCK_SECONDS = 300
+_MOVED = {  #: deprecated names: the clouds' limits live with their renderers
+    "PUBSUB_MIN_ATTEMPTS": "cronwarden.adapters.gcp.deploy",
+    "PUBSUB_MAX_ATTEMPTS": "cronwarden.adapters.gcp.deploy",
+    "PUBSUB_MAX_BACKOFF": "cronwarden.adapters.gcp.deploy",
+    "PUBSUB_MAX_ACK_DEADLINE": "cronwarden.adapters.gcp.deploy",
+    "GCP_PUSH_MAX_RUNTIME": "cronwarden.adapters.gcp.deploy",
+    "SERVICEBUS_MAX_LOCK_SECONDS": "cronwarden.adapters.azure.deploy",
+}
+
+__getattr__ = moved_names(__name__, _MOVED)
 
 
 def schedule_setting(job_name: str) -> str:
@@ -115,61 +121,47 @@ def plan(
 
     ``jobs_on`` is the provider that runs the jobs (default: the first of ``providers``); its
     runtime limits and clamps apply, not those of a cloud that only hosts the watcher.
-    ``gcp_worker`` is ``push`` (a Cloud Function, at most :data:`GCP_PUSH_MAX_RUNTIME` per
-    run) or ``pull`` (the pull worker: no such bound).
+    ``gcp_worker`` is ``push`` (a Cloud Function, at most
+    ``cronwarden.adapters.gcp.deploy.GCP_PUSH_MAX_RUNTIME`` per run) or ``pull`` (the pull
+    worker: no such bound). Each cloud's limits and clamps are its renderer's ``check_job``.
     Raises :class:`InvalidJobDefinition` naming the job when a cloud cannot run it.
     """
     if not len(jobs):
         raise InvalidJobDefinition("the job module defines no jobs")
-    unknown = [p for p in providers if p not in PROVIDERS]
+    known = renderers.names()
+    unknown = [p for p in providers if p not in known]
     if unknown:
-        raise InvalidJobDefinition(f"unknown provider {unknown[0]!r}; choose gcp or azure")
+        raise InvalidJobDefinition(f"unknown provider {unknown[0]!r}; choose {renderers.choices()}")
     runs_on = jobs_on or (providers[0] if providers else "")
-    if runs_on not in PROVIDERS:
-        raise InvalidJobDefinition(f"unknown provider {runs_on!r}; choose gcp or azure")
+    if runs_on not in known:
+        raise InvalidJobDefinition(f"unknown provider {runs_on!r}; choose {renderers.choices()}")
     if gcp_worker not in GCP_WORKERS:
         raise InvalidJobDefinition(f"unknown GCP worker {gcp_worker!r}; choose push or pull")
+    clouds = [renderers.get(p) for p in dict.fromkeys([runs_on, *providers])]
+    timers = [cloud.timer_schedule for cloud in clouds if cloud.timer_schedule is not None]
     specs: list[JobSpec] = []
     notes: list[str] = []
     for job in jobs:
         cron, tz = job.schedule.cron, job.schedule.timezone
         try:
-            if "azure" in providers:
-                ncron = utc_ncrontab(cron, tz)
+            if timers:  # a cloud with timers of its own (Azure: one NCRONTAB in UTC)
+                ncron = timers[0](cron, tz)
             else:
                 check_portable(cron)
                 ncron = ""
         except InvalidJobDefinition as exc:
             raise InvalidJobDefinition(f"job {job.name!r}: {exc}") from None
-        runtime = _seconds(job.max_runtime, f"{job.name}: max_runtime")
-        if runs_on == "gcp" and gcp_worker == "push" and runtime > GCP_PUSH_MAX_RUNTIME:
-            raise InvalidJobDefinition(
-                f"job {job.name!r}: max_runtime {runtime}s is over the {GCP_PUSH_MAX_RUNTIME}s "
-                "a Pub/Sub push delivery can carry on GCP (its ack deadline is at most "
-                f"{PUBSUB_MAX_ACK_DEADLINE}s and cannot be extended); render with --gcp-worker "
-                "pull to run the pull worker `python -m cronwarden.adapters.gcp.serve` (GKE, a "
-                "VM or a Cloud Run worker pool) instead (docs/deploy-gcp.md)"
-            )
-        attempts = job.retry.max_attempts
-        lo = _seconds(job.retry.min_backoff, f"{job.name}: retry.min_backoff")
-        hi = _seconds(job.retry.max_backoff, f"{job.name}: retry.max_backoff")
-        if runs_on == "gcp":
-            if attempts < PUBSUB_MIN_ATTEMPTS:
-                notes.append(
-                    f"{job.name}: Pub/Sub dead-letter policies need at least "
-                    f"{PUBSUB_MIN_ATTEMPTS} delivery attempts; the subscription uses "
-                    f"{PUBSUB_MIN_ATTEMPTS} and the engine dead-letters after {attempts}"
-                )
-            if hi > PUBSUB_MAX_BACKOFF:
-                notes.append(
-                    f"{job.name}: Pub/Sub retry backoff is capped at {PUBSUB_MAX_BACKOFF}s "
-                    f"(retry.max_backoff is {hi}s)"
-                )
-        if runs_on == "azure" and runtime > SERVICEBUS_MAX_LOCK_SECONDS:
-            notes.append(
-                f"{job.name}: Service Bus locks last at most 5 minutes; the worker renews the "
-                f"lock for this {runtime}s max runtime"
-            )
+        limits = renderers.JobLimits(
+            name=job.name,
+            runtime=_seconds(job.max_runtime, f"{job.name}: max_runtime"),
+            attempts=job.retry.max_attempts,
+            min_backoff=_seconds(job.retry.min_backoff, f"{job.name}: retry.min_backoff"),
+            max_backoff=_seconds(job.retry.max_backoff, f"{job.name}: retry.max_backoff"),
+            worker=gcp_worker,
+        )
+        notes += clouds[0].check_job(limits)  # the jobs' cloud: its limits and clamps
+        runtime, attempts = limits.runtime, limits.attempts
+        lo, hi = limits.min_backoff, limits.max_backoff
         specs.append(
             JobSpec(
                 name=job.name,
@@ -188,7 +180,6 @@ def plan(
 
 
 __all__ = [
-    "GCP_PUSH_MAX_RUNTIME",
     "GCP_WORKERS",
     "PROVIDERS",
     "JobSpec",

@@ -1,10 +1,10 @@
 """Files shipped with cronwarden for deployments: the Terraform modules, the pinned npm manifests
 of the provider schemas, the checkov policies.
 
-They live in the repository's top-level ``deployments/`` folder, which the wheel maps to the
-package-data package ``cronwarden.deploy.assets`` (``[tool.setuptools.package-dir]``): one copy
-in the source tree, no build step; found next to this module in a wheel, and at the repository
-root from a checkout or an editable install.
+They live next to the rendering code in the repository's ``deployments/`` folder, which is the
+package ``cronwarden.deploy`` (``[tool.setuptools.package-dir]``; the files are its package
+data): one copy in the source tree, no build step, the same relative paths from a checkout, an
+editable install or a wheel.
 """
 
 from __future__ import annotations
@@ -15,18 +15,13 @@ from cronwarden.errors import ConfigurationError
 
 
 def root() -> Path:
-    """The ``deployments`` folder: ``cronwarden/deploy/assets`` in a wheel, the repository's
-    ``deployments/`` in a checkout or an editable install."""
+    """The folder of this package, holding ``terraform/``, ``schema/`` and ``checkov/``."""
     here = Path(__file__).resolve().parent
-    candidates = [here / "assets", here.parents[1] / "deployments"]
-    for folder in candidates:
-        if (folder / "terraform").is_dir():
-            return folder
-    raise ConfigurationError(
-        "cronwarden's deployment files are missing (reinstall cronwarden; looked in "
-        + ", ".join(str(c) for c in candidates)
-        + ")"
-    )
+    if not (here / "terraform").is_dir():
+        raise ConfigurationError(
+            f"cronwarden's deployment files are missing from {here} (reinstall cronwarden)"
+        )
+    return here
 
 
 def terraform_modules() -> Path:

@@ -14,30 +14,25 @@ regular:
   required argument is ``readonly name: T`` and an optional one ``readonly name?: T``.
 
 Computed-only attributes are absent, so setting one is reported as unknown, as Terraform would.
-Installation follows ``cronwarden.emulators.azurite.install`` (``npm ci`` from the lock file
-into a cache directory named by the manifests' digest, under a file lock, published by an atomic
-rename) and reuses its helpers.
+Installation uses the pinned-npm helper shared with Azurite (:mod:`cronwarden.emulators._npm`:
+``npm ci`` from the lock file into a cache directory named by the manifests' digest, under a file
+lock, published by an atomic rename).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from cronwarden.emulators import _npm
 from cronwarden.errors import CronwardenError
 
 from . import files
 
 ENV_DIR = "CRONWARDEN_SCHEMA_DIR"
-_MANIFESTS = ("package.json", "package-lock.json")
-_MARKER = ".cronwarden-installed"
 INSTALL_TIMEOUT = 900.0
 PACKAGES = {"google": "@cdktf/provider-google", "azurerm": "@cdktf/provider-azurerm"}
 
@@ -62,76 +57,56 @@ class BlockSchema:
 
 def cache_root() -> Path:
     """Where installed schema trees live: ``$CRONWARDEN_SCHEMA_DIR`` or the user cache."""
-    explicit = os.environ.get(ENV_DIR)
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(base) / "cronwarden" / "provider-schemas"
+    return _npm.cache_root(ENV_DIR, "provider-schemas")
 
 
 def _manifests() -> dict[str, bytes]:
     folder = files.schema_manifests()
-    return {name: (folder / name).read_bytes() for name in _MANIFESTS}
+    return {name: (folder / name).read_bytes() for name in _npm.MANIFESTS}
 
 
 def lock_digest() -> str:
-    digest = hashlib.sha256()
-    for name, content in sorted(_manifests().items()):
-        digest.update(name.encode() + b"\0" + content + b"\0")
-    return digest.hexdigest()[:16]
-
-
-def install_dir() -> Path:
-    return cache_root() / lock_digest()
+    return _npm.lock_digest(_manifests())
 
 
 def pinned_versions() -> dict[str, str]:
     """npm package => version pinned by the lock file."""
-    lock = json.loads(_manifests()["package-lock.json"])
-    return {
-        name: str(lock["packages"][f"node_modules/{name}"]["version"]) for name in PACKAGES.values()
-    }
+    manifests = _manifests()
+    return {name: _npm.locked_version(manifests, name) for name in PACKAGES.values()}
+
+
+def _complete(folder: Path) -> bool:
+    return all(
+        (folder / "node_modules" / name / "package.json").is_file() for name in PACKAGES.values()
+    )
+
+
+_TREE = _npm.PinnedNpmTree(
+    root=cache_root,
+    manifests=_manifests,
+    complete=_complete,
+    marker_text=lambda: json.dumps(pinned_versions()),
+    error=SchemaUnavailable,
+)
+
+
+def install_dir() -> Path:
+    return _TREE.install_dir()
 
 
 def is_installed() -> bool:
-    folder = install_dir()
-    return (folder / _MARKER).is_file() and all(
-        (folder / "node_modules" / name / "package.json").is_file() for name in PACKAGES.values()
-    )
+    return _TREE.is_installed()
 
 
 def ensure_installed(*, timeout: float = INSTALL_TIMEOUT) -> Path:
     """Install the pinned schema packages unless present; return the install directory.
 
-    Idempotent and safe to call concurrently. Raises :class:`SchemaUnavailable`.
+    Idempotent and safe to call concurrently (:mod:`cronwarden.emulators._npm`). Raises
+    :class:`SchemaUnavailable`.
     """
-    from cronwarden.emulators.azurite.install import AzuriteInstallError, _file_lock, _npm_ci
-
-    if is_installed():
-        return install_dir()
-    if shutil.which("npm") is None:
-        raise SchemaUnavailable("npm is not on PATH; install Node.js 20+ with npm")
-    root = cache_root()
-    root.mkdir(parents=True, exist_ok=True)
-    with _file_lock(root / ".install.lock"):
-        if is_installed():
-            return install_dir()
-        staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=root))
-        try:
-            for name, content in _manifests().items():
-                (staging / name).write_bytes(content)
-            try:
-                _npm_ci(staging, timeout)
-            except AzuriteInstallError as exc:  # the shared npm helper's error type
-                raise SchemaUnavailable(str(exc).replace("Azurite", "provider schemas")) from None
-            (staging / _MARKER).write_text(json.dumps(pinned_versions()) + "\n")
-            final = install_dir()
-            if final.exists():
-                shutil.rmtree(final)
-            os.replace(staging, final)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-    return install_dir()
+    return _TREE.ensure_installed(
+        timeout=timeout, npm_hint="npm is not on PATH; install Node.js 20+ with npm"
+    )
 
 
 # --- reading the generated code -----------------------------------------------------------------

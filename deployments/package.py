@@ -19,33 +19,41 @@ Azure (azure-functions v2 programming model)::
                        servicebus): the worker settles through it
     <jobs module>
 
-The entry modules only import names the adapters provide (``cronwarden.adapters.gcp.functions
-.make_functions``, ``cronwarden.adapters.azure.functions.build_app``); rendering never imports
-them.
+Each cloud's entry files come from its renderer (``CloudRenderer.package``); the entry modules
+only import names the adapters provide (``cronwarden.adapters.gcp.functions.make_functions``,
+``cronwarden.adapters.azure.functions.build_app``); rendering never imports them.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import sys
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
 from cronwarden.errors import ConfigurationError
 
+from . import renderers
+from ._moved import moved_names
 from .spec import Plan
 
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
-#: What the Azure worker settles messages through (``ServiceBusMessageActions``, the Functions
-#: host's settlement API; installed, it makes ``build_app`` use the SDK-type binding); only
-#: pre-releases exist, which the ``b`` in the bound admits.
-AZURE_SETTLEMENT = "azurefunctions-extensions-bindings-servicebus>=1.0.0b2,<2"
 _RESERVED = {"main", "function_app", "cronwarden"}
+_MOVED = {  #: deprecated names: each cloud's package files live with its renderer
+    "AZURE_SETTLEMENT": "cronwarden.adapters.azure.deploy",
+    "azure_function_app": "cronwarden.adapters.azure.deploy",
+    "host_json": "cronwarden.adapters.azure.deploy",
+    "gcp_main": "cronwarden.adapters.gcp.deploy",
+}
+
+__getattr__ = moved_names(__name__, _MOVED)
+
+
 _SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
 
 
@@ -94,91 +102,30 @@ def requirements(
     wheel: str | None = None,
     extra: str = "",
     *,
-    settlement: bool = False,
+    pins: Sequence[str] = (),
 ) -> str:
     """``requirements.txt``: cronwarden with the provider's extra, pinned (or a vendored
-    wheel), the Functions host's settlement package when ``settlement`` (an Azure app running
-    the worker), then ``extra`` (the jobs' own requirements, verbatim)."""
+    wheel), the cloud's own ``pins`` (e.g. the Azure Functions host's settlement package),
+    then ``extra`` (the jobs' own requirements, verbatim)."""
     pin = f"./{wheel}[{provider}]" if wheel else f"cronwarden[{provider}]=={version}"
     text = f"# Rendered by `cronwarden deploy render` (--requirements adds the jobs' own).\n{pin}\n"
-    if settlement:
-        text += f"{AZURE_SETTLEMENT}\n"
+    text += "".join(f"{line}\n" for line in pins)
     if extra.strip():
         text += extra.rstrip("\n") + "\n"
     return text
 
 
-def gcp_main(source: JobSource) -> str:
-    """``main.py`` for functions-framework: three HTTP targets."""
+def entry_module(source: JobSource, docstring: str, factory: str, binding: str) -> str:
+    """An entry module: ``docstring``, the import of the adapter's ``factory`` (dotted path),
+    the job module as ``jobs_module``, then ``binding`` (``{jobs}`` stands for the module)."""
+    module, _, name = factory.rpartition(".")
     alias = "jobs_module"
     return (
-        '"""Cloud Functions (2nd gen) entry points, rendered by `cronwarden deploy render`.\n'
-        "\n"
-        "Targets (functions-framework, HTTP):\n"
-        "  trigger  pushed from the schedule topic (one Cloud Scheduler job per cronwarden job)\n"
-        "  worker   pushed from the run-request topic (our own subscription, with a DLQ policy)\n"
-        "  watcher  called by its own Cloud Scheduler job (liveness)\n"
-        '"""\n'
-        "\n"
-        "from cronwarden.adapters.gcp.functions import make_functions\n"
-        "\n"
-        f"import {source.import_name} as {alias}\n"
-        "\n"
-        f"trigger, worker, watcher = make_functions({alias})\n"
+        f'"""{docstring}"""\n\n'
+        f"from {module} import {name}\n\n"
+        f"import {source.import_name} as {alias}\n\n"
+        f"{binding.format(jobs=alias)}\n"
     )
-
-
-def azure_function_app(source: JobSource) -> str:
-    """``function_app.py`` for the azure-functions v2 programming model."""
-    alias = "jobs_module"
-    return (
-        '"""Azure Functions app, rendered by `cronwarden deploy render`.\n'
-        "\n"
-        "Timer triggers read each job's schedule from the app setting\n"
-        "CRONWARDEN_SCHEDULE_<JOB_NAME_UPPER_UNDERSCORED> (NCRONTAB, UTC); the worker is\n"
-        "triggered by the Service Bus queue CRONWARDEN_SERVICEBUS_QUEUE through the\n"
-        "identity-based connection ServiceBusConnection__fullyQualifiedNamespace.\n"
-        '"""\n'
-        "\n"
-        "from cronwarden.adapters.azure.functions import build_app\n"
-        "\n"
-        f"import {source.import_name} as {alias}\n"
-        "\n"
-        f"app = build_app({alias})\n"
-    )
-
-
-def host_json(plan: Plan) -> str:
-    """``host.json``: the host timeout covers the longest run; lock renewal covers it too.
-
-    ``autoCompleteMessages`` is false, as on the worker's trigger (``build_app``): the worker
-    settles every message itself (complete, scheduled retry copy, dead-letter with the reason)
-    through the host's message actions; a host that also completed it would race the worker.
-    ``maxAutoLockRenewalDuration``: the host renews the message lock while the worker runs, up
-    to the host timeout (the queue's lock lasts at most 5 minutes); the worker also renews it
-    on every lease renewal.
-    """
-    timeout = plan.host_timeout()
-    doc = {
-        "version": "2.0",
-        "functionTimeout": timeout,
-        "extensionBundle": {
-            "id": "Microsoft.Azure.Functions.ExtensionBundle",
-            "version": "[4.*, 5.0.0)",
-        },
-        "extensions": {
-            "serviceBus": {
-                "prefetchCount": 0,
-                "maxConcurrentCalls": 4,
-                "autoCompleteMessages": False,
-                "maxAutoLockRenewalDuration": timeout,
-            }
-        },
-        "logging": {
-            "applicationInsights": {"samplingSettings": {"isEnabled": False}},
-        },
-    }
-    return json.dumps(doc, indent=2) + "\n"
 
 
 def write_package(
@@ -195,6 +142,13 @@ def write_package(
     """Write the function package into ``folder`` (emptied first); return the files written.
 
     ``worker``: the package's app runs the worker (false for a watcher-only app)."""
+    shape = renderers.get(provider).package
+    if shape is None:
+        raise ConfigurationError(
+            f"no function package is rendered for provider {provider!r} (its renderer has no "
+            "package entry files)"
+        )
+    entry = shape(plan, source, worker)
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
@@ -202,17 +156,12 @@ def write_package(
     if wheel is not None:
         wheel_name = wheel.name
         shutil.copyfile(wheel, folder / wheel_name)
-    settlement = provider == "azure" and worker
     files = {
         "requirements.txt": requirements(
-            provider, version, wheel_name, extra_requirements, settlement=settlement
-        )
+            provider, version, wheel_name, extra_requirements, pins=entry.pins
+        ),
+        **entry.files,
     }
-    if provider == "gcp":
-        files["main.py"] = gcp_main(source)
-    else:
-        files["function_app.py"] = azure_function_app(source)
-        files["host.json"] = host_json(plan)
     for name, text in files.items():
         (folder / name).write_text(text, encoding="utf-8")
     if source.is_package:
@@ -238,11 +187,8 @@ def zip_folder(folder: Path, target: Path) -> str:
 
 
 __all__ = [
-    "AZURE_SETTLEMENT",
     "JobSource",
-    "azure_function_app",
-    "gcp_main",
-    "host_json",
+    "entry_module",
     "job_source",
     "requirements",
     "write_package",

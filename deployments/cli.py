@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from cronwarden.errors import CronwardenError
+
+from . import renderers
 
 
 class _Fail(click.ClickException):
@@ -18,6 +21,30 @@ class _Fail(click.ClickException):
         click.echo(f"error: {self.message}", err=True)
 
 
+if TYPE_CHECKING:
+    _ParamType = click.ParamType[str]  # generic in click >= 8.2 (annotation only)
+else:
+    _ParamType = click.ParamType
+
+
+class _Provider(_ParamType):
+    """A provider with a renderer (:mod:`cronwarden.deploy.renderers`), looked up only when the
+    option is given: listing registered clouds reads the installed packages' entry points,
+    too slow for every ``cronwarden`` start."""
+
+    name = "provider"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "[" + "|".join(renderers.builtin_names()) + "|...]"
+
+    def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            renderers.get(value)
+        except CronwardenError as exc:
+            self.fail(str(exc), param, ctx)
+        return value
+
+
 @click.group()
 def deploy() -> None:
     """Render Terraform + function packages for GCP or Azure, and check them offline."""
@@ -27,7 +54,7 @@ def deploy() -> None:
 @click.option(
     "--provider",
     "-p",
-    type=click.Choice(["gcp", "azure"]),
+    type=_Provider(),
     required=True,
     help="Cloud that runs the jobs.",
 )
@@ -49,7 +76,7 @@ def deploy() -> None:
 )
 @click.option(
     "--watcher-provider",
-    type=click.Choice(["gcp", "azure"]),
+    type=_Provider(),
     default=None,
     help="Run the liveness watcher in this cloud (default: the jobs' cloud).",
 )

@@ -25,10 +25,11 @@ from typing import Any
 
 from cronwarden.errors import ConfigurationError
 
-from . import azure, files, gcp, hcl
+from . import hcl, renderers
 from .package import JobSource, job_source, write_package, zip_folder
 from .readme import root_readme, tfvars_example
-from .spec import AZURE_SKU, GCP_WORKERS, PROVIDERS, Plan, plan
+from .renderers import CloudRenderer, RootOptions
+from .spec import GCP_WORKERS, Plan, plan
 
 MARKER = ".cronwarden-render"
 _GENERATED = (
@@ -44,10 +45,6 @@ _GENERATED = (
     "watcher",
     MARKER,
 )
-_MODULES = {
-    "gcp": ("common/settings", "gcp"),
-    "azure": ("common/settings", "azure"),
-}
 
 
 @dataclass(frozen=True)
@@ -64,43 +61,6 @@ def _version() -> str:
     import cronwarden
 
     return cronwarden.__version__
-
-
-def _index_config() -> dict[str, Any]:
-    """Firestore indexes/TTL from the GCP adapter (``firestore.indexes.json`` shape)."""
-    try:
-        from cronwarden.adapters.gcp.indexes import index_config
-    except ImportError:  # pragma: no cover - the GCP adapter always ships it
-        return _fallback_index_config()
-    config: dict[str, Any] = index_config()
-    return config
-
-
-def _fallback_index_config() -> dict[str, Any]:
-    from cronwarden.ports import ITEM, KINDS, RUN
-
-    indexes = [
-        {
-            "collectionGroup": f"cw_{kind}",
-            "queryScope": "COLLECTION",
-            "fields": [
-                {"fieldPath": "job", "order": "ASCENDING"},
-                {"fieldPath": "id", "order": "ASCENDING"},
-            ],
-        }
-        for kind in KINDS
-    ]
-    overrides: list[dict[str, Any]] = []
-    for kind in KINDS:
-        overrides += [
-            {"collectionGroup": f"cw_{kind}", "fieldPath": "d", "indexes": []},
-            {"collectionGroup": f"cw_{kind}", "fieldPath": "rev", "indexes": []},
-        ]
-        if kind in (RUN, ITEM):
-            overrides.append(
-                {"collectionGroup": f"cw_{kind}", "fieldPath": "expire_at", "ttl": True}
-            )
-    return {"indexes": indexes, "fieldOverrides": overrides}
 
 
 def _prepare(out: Path) -> None:
@@ -122,11 +82,10 @@ def _prepare(out: Path) -> None:
     )
 
 
-def _copy_modules(provider: str, out: Path) -> None:
-    source = files.terraform_modules()
-    for part in _MODULES[provider]:
+def _copy_modules(renderer: CloudRenderer, out: Path) -> None:
+    for part, source in renderer.module_sources().items():
         shutil.copytree(
-            source / part,
+            source,
             out / "modules" / part,
             ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"),
         )
@@ -137,51 +96,8 @@ def _write(folder: Path, name: str, items: Sequence[hcl.Item]) -> None:
 
 
 def _gcp_env_for_azure_watcher(prefix: str) -> dict[str, Any]:
-    n = gcp.names(prefix)
-    return {
-        "CRONWARDEN_PROVIDER": "gcp",
-        "CRONWARDEN_GCP_PROJECT": hcl.Expr("var.gcp_project"),
-        "CRONWARDEN_GCP_TOPIC": n["topic"],
-        "CRONWARDEN_GCP_SUBSCRIPTION": n["subscription"],
-        "CRONWARDEN_GCP_DEAD_LETTER_TOPIC": n["dead_letter_topic"],
-        "CRONWARDEN_GCP_DEAD_LETTER_SUBSCRIPTION": n["dead_letter_subscription"],
-        "CRONWARDEN_FIRESTORE_DATABASE": hcl.Expr("var.gcp_firestore_database"),
-        "CRONWARDEN_FIRESTORE_PREFIX": "cw_",
-        "CRONWARDEN_GCP_WIF_PROVIDER": hcl.Expr("var.gcp_workload_identity_provider"),
-        "CRONWARDEN_GCP_SERVICE_ACCOUNT": hcl.Expr("var.gcp_watcher_service_account"),
-        "CRONWARDEN_GCP_WIF_AUDIENCE": hcl.Expr("var.gcp_watcher_audience"),
-    }
-
-
-def _azure_watcher_variables() -> list[hcl.Item]:
-    def var(name: str, description: str, default: Any = ...) -> hcl.Block:
-        body: list[hcl.Item] = [
-            hcl.Attr("description", description),
-            hcl.Attr("type", hcl.Expr("string")),
-        ]
-        if default is not ...:
-            body.append(hcl.Attr("default", default))
-        return hcl.Block("variable", (name,), body)
-
-    return [
-        *azure.variables(AZURE_SKU, watcher_only=True),
-        var("gcp_project", "GCP project running the jobs."),
-        var("gcp_firestore_database", "Firestore database id of the jobs.", "(default)"),
-        var(
-            "gcp_workload_identity_provider",
-            "Workload identity provider trusting this app (output external_watcher_provider "
-            "of the GCP root module).",
-        ),
-        var(
-            "gcp_watcher_service_account",
-            "Service account the watcher impersonates (output external_watcher_service_account).",
-        ),
-        var(
-            "gcp_watcher_audience",
-            "Audience of the Entra ID token presented to GCP.",
-            "api://cronwarden-watcher",
-        ),
-    ]
+    """Deprecated: ``renderers.get("gcp").watched_by(prefix, "azure").environment``."""
+    return renderers.get("gcp").watched_by(prefix, "azure").environment
 
 
 def _root(
@@ -196,35 +112,22 @@ def _root(
     wheel: Path | None,
     extra_requirements: str,
     gcp_worker: str = "push",
+    watched: CloudRenderer | None = None,
 ) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    _copy_modules(provider, folder)
-    external = not watcher_here and not watcher_only
-    if provider == "gcp":
-        _write(folder, "versions.tf", gcp.versions())
-        if watcher_only:
-            _write(folder, "variables.tf", gcp.watcher_variables())
-            _write(folder, "main.tf", gcp.watcher_main(prefix))
-            _write(folder, "outputs.tf", gcp.watcher_outputs())
-        else:
-            _write(folder, "variables.tf", gcp.variables(external_watcher=external))
-            main = gcp.main(
-                prefix, the_plan, _index_config(), watcher_here=watcher_here, worker=gcp_worker
-            )
-            _write(folder, "main.tf", main)
-            _write(folder, "outputs.tf", gcp.outputs(watcher_here, gcp_worker))
-    else:
-        _write(folder, "versions.tf", azure.versions())
-        if watcher_only:
-            _write(folder, "variables.tf", _azure_watcher_variables())
-            _write(folder, "main.tf", azure.watcher_main(_gcp_env_for_azure_watcher(prefix)))
-            _write(folder, "outputs.tf", azure.outputs(watcher_only=True))
-        else:
-            sku = AZURE_SKU
-            _write(folder, "variables.tf", azure.variables(sku, external_watcher=external))
-            jobs = {spec.name: spec.terraform() for spec in the_plan.jobs}
-            _write(folder, "main.tf", azure.main(jobs, watcher_here=watcher_here))
-            _write(folder, "outputs.tf", azure.outputs(external_watcher=external))
+    renderer = renderers.get(provider)
+    _copy_modules(renderer, folder)
+    options = RootOptions(
+        prefix=prefix,
+        plan=the_plan,
+        watcher_here=watcher_here,
+        watcher_only=watcher_only,
+        watched=watched,
+        worker=gcp_worker,
+    )
+    for name, items in renderer.root(options).items():
+        _write(folder, name, items)
+    external = options.external_watcher
     package = folder / "function"
     write_package(
         package,
@@ -279,11 +182,9 @@ def render(
     from cronwarden.config import load_module
     from cronwarden.jobs import JobSet
 
-    if provider not in PROVIDERS:
-        raise ConfigurationError(f"unknown provider {provider!r}; choose gcp or azure")
+    jobs_cloud = renderers.get(provider)
     watcher = watcher_provider or provider
-    if watcher not in PROVIDERS:
-        raise ConfigurationError(f"unknown watcher provider {watcher!r}; choose gcp or azure")
+    renderers.get(watcher, "watcher provider")
     if gcp_worker is not None and provider != "gcp":
         raise ConfigurationError("--gcp-worker applies only to --provider gcp (the jobs' cloud)")
     worker = gcp_worker or "push"
@@ -336,6 +237,7 @@ def render(
             watcher_only=True,
             wheel=wheel_path,
             extra_requirements=extra,
+            watched=jobs_cloud,
         )
     files = tuple(
         sorted(p for p in target.rglob("*") if p.is_file() and ".terraform" not in p.parts)

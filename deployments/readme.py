@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from cronwarden.errors import ConfigurationError
+
 from .package import JobSource
 from .spec import Plan
 
@@ -135,6 +137,19 @@ availability: a delivery is leased to one worker at a time, and the run record d
 redeliveries."""
 
 
+_CLOUDS = {"gcp": "Google Cloud", "azure": "Azure"}  #: the providers this README knows
+
+
+def _cloud_name(provider: str) -> str:
+    try:
+        return _CLOUDS[provider]
+    except KeyError:
+        raise ConfigurationError(
+            f"no README is rendered for provider {provider!r} (its steps belong in "
+            "cronwarden.deploy.readme)"
+        ) from None
+
+
 def root_readme(
     provider: str,
     plan: Plan,
@@ -146,7 +161,7 @@ def root_readme(
     gcp_worker: str = "push",
 ) -> str:
     """README.md of one rendered root module."""
-    cloud = "Google Cloud" if provider == "gcp" else "Azure"
+    cloud = _cloud_name(provider)
     lines = [f"# cronwarden deployment: {cloud}", ""]
     if watcher_only:
         lines += [
