@@ -1,7 +1,7 @@
 """The data of run, lock and status records, and the time format they use.
 
 Times are ISO-8601 UTC text (sortable, JSON-safe on every store). Helpers here build the dicts
-the engine commits; readers use :class:`RunView` / :class:`StatusView` for typed access.
+the engine commits; readers use :class:`RunView` / :class:`LockView` for typed access.
 """
 
 from __future__ import annotations

@@ -49,7 +49,6 @@ from typing import Any, Protocol
 from cronwarden.engine import EngineSettings, Outcome
 from cronwarden.errors import ConfigurationError
 from cronwarden.hosting import (
-    FUNCTION_NAMES,
     HostedRuntime,
     enabled_functions,
     jobset_of,
@@ -75,7 +74,6 @@ CONNECTION = "ServiceBusConnection"
 SETTLEMENT_EXTENSION = "azurefunctions.extensions.bindings.servicebus"
 DEFAULT_QUEUE = "cronwarden-runs"
 DEFAULT_WATCHER_SCHEDULE = "0 */5 * * * *"
-NAMES = FUNCTION_NAMES
 _TICK_ATTEMPTS = 3
 Clock = Callable[[], datetime]
 
