@@ -147,3 +147,34 @@ def servicebus_queue(
 
 QUEUES["servicebus"] = servicebus_queue
 MARKS["servicebus"] = [pytest.mark.azure]
+
+
+@contextmanager
+def memory_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """``cronwarden.testing.MemoryStore``: the in-memory store users test their jobs on."""
+    from cronwarden.testing import MemoryStore
+
+    store = MemoryStore()
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def memory_queue(
+    request: pytest.FixtureRequest, tmp_path: Path, *, max_deliveries: int = 3, **_: Any
+) -> Iterator[Queue]:
+    """``cronwarden.testing.MemoryQueue`` on real time."""
+    from cronwarden.testing import MemoryQueue
+
+    queue = MemoryQueue(max_deliveries=max_deliveries)
+    try:
+        yield queue
+    finally:
+        queue.close()
+
+
+STORES["memory"] = memory_store
+QUEUES["memory"] = memory_queue
+MARKS["memory"] = []

@@ -50,7 +50,6 @@ from typing import Any, Protocol
 from cronwarden.engine import EngineSettings, Outcome
 from cronwarden.errors import ConfigurationError
 from cronwarden.hosting import (
-    FUNCTION_NAMES,
     HostedRuntime,
     enabled_functions,
     jobset_of,

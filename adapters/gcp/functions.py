@@ -43,7 +43,6 @@ from typing import Any
 from cronwarden.engine import Engine, EngineSettings
 from cronwarden.errors import ConfigurationError
 from cronwarden.hosting import (
-    FUNCTION_NAMES,
     FUNCTIONS_ENV,
     HostedRuntime,
     enabled_functions,
@@ -72,7 +71,6 @@ from .ticks import parse_tick
 
 log = get_logger("gcp.functions")
 
-NAMES = FUNCTION_NAMES
 Response = tuple[str, int, dict[str, str]]
 HttpFunction = Callable[[Any], Response]
 

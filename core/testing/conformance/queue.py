@@ -1,13 +1,19 @@
-"""The Queue contract (see ``cronwarden.ports.Queue``), run against every adapter."""
+"""The Queue contract (see ``cronwarden.ports.Queue``), run against every adapter.
+
+Reusable as :class:`QueueContract`: subclass it and provide a ``queue_factory`` fixture.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from cronwarden.ports import REDRIVE_ATTRIBUTE, Delivery, Queue
+
+from ._collect import attach_tests, opened
 
 DEADLINE = 60.0
 
@@ -138,7 +144,7 @@ def test_redrive_moves_capped_batches(queue: Queue) -> None:
 def test_broker_dead_letters_after_max_deliveries(queue: Queue) -> None:
     limit = getattr(queue, "max_deliveries", 3)
     queue.publish(b"crashloop")
-    attempts = []
+    attempts: list[int] = []
     end = time.monotonic() + DEADLINE * 2
     while queue.dlq_depth() == 0 and time.monotonic() < end:
         got = queue.receive(1, visibility=1.0, wait=1.0)
@@ -166,3 +172,22 @@ def test_many_messages_each_delivered(queue: Queue, n: int) -> None:
         queue.publish(f"{i}".encode())
     bodies = sorted(int(d.body) for d in drain(queue))
     assert bodies == list(range(n))
+
+
+class QueueContract:
+    """The Queue contract as a test class: ``class TestMyQueue(QueueContract): pass``.
+
+    Needs a ``queue_factory`` fixture: a callable taking ``max_deliveries=`` and returning a
+    fresh, empty queue, or a context manager yielding one. The tests read
+    ``queue.max_deliveries`` (a broker whose smallest dead-letter setting is larger uses its
+    own) and ``queue.deduplicates`` (False: a repeated ``dedup_id`` may be delivered twice).
+    The tests run on real time: visibility timeouts of 1-3 s, about 20 s per backend.
+    """
+
+    @pytest.fixture
+    def queue(self, queue_factory: Callable[..., Any]) -> Iterator[Queue]:
+        with opened(queue_factory(max_deliveries=3)) as made:
+            yield made
+
+
+attach_tests(QueueContract, dict(globals()))

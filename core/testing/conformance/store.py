@@ -1,13 +1,20 @@
-"""The Store contract (see ``cronwarden.ports.Store``), run against every adapter."""
+"""The Store contract (see ``cronwarden.ports.Store``), run against every adapter.
+
+Reusable as :class:`StoreContract`: subclass it and provide a ``store_factory`` fixture.
+"""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 from cronwarden.errors import CommitConflict
 from cronwarden.ports import ITEM, LOCK, RUN, STATUS, Create, Delete, Key, Merge, Store, Update
+
+from ._collect import attach_tests, opened
 
 RUN_KEY = Key(RUN, "billing-sync", "2026-01-20T02:00Z")
 LOCK_KEY = Key(LOCK, "billing-sync")
@@ -250,3 +257,19 @@ def test_commit_refuses_two_ops_on_one_record(store: Store) -> None:
     with pytest.raises(ValueError, match="at most once"):
         store.commit([Create(RUN_KEY, {"a": 1}), Merge(RUN_KEY, {"b": 2})])
     assert store.get(RUN_KEY) is None
+
+
+class StoreContract:
+    """The Store contract as a test class: ``class TestMyStore(StoreContract): pass``.
+
+    Needs a ``store_factory`` fixture: a callable returning a fresh, empty store, or a context
+    manager yielding one (entered before and exited after each test; a plain store is closed).
+    """
+
+    @pytest.fixture
+    def store(self, store_factory: Callable[[], Any]) -> Iterator[Store]:
+        with opened(store_factory()) as made:
+            yield made
+
+
+attach_tests(StoreContract, dict(globals()))
