@@ -12,13 +12,14 @@ from typing import Any, NoReturn
 import click
 
 from .errors import CronwardenError
+from .hosting.settings import JOBS_ENV, PROVIDER_ENV, WEBHOOK_ENV
 from .redaction import redact
 
 JOBS = click.option(
     "--jobs",
     "-j",
     "jobs_target",
-    envvar="CRONWARDEN_JOBS",
+    envvar=JOBS_ENV,
     required=True,
     metavar="MODULE",
     help="Job module: a dotted name or a .py path (or $CRONWARDEN_JOBS).",
@@ -26,7 +27,7 @@ JOBS = click.option(
 PROVIDER = click.option(
     "--provider",
     "-p",
-    envvar="CRONWARDEN_PROVIDER",
+    envvar=PROVIDER_ENV,
     default="local",
     show_default=True,
     help="local, gcp or azure (or $CRONWARDEN_PROVIDER).",
@@ -159,7 +160,7 @@ def status(jobs_target: str, provider: str) -> None:
 @PROVIDER
 @click.option(
     "--webhook",
-    envvar="CRONWARDEN_WEBHOOK_URL",
+    envvar=WEBHOOK_ENV,
     help="Also POST alerts here (Slack-compatible; or $CRONWARDEN_WEBHOOK_URL).",
 )
 def check(jobs_target: str, provider: str, webhook: str | None) -> None:

@@ -74,18 +74,16 @@ class OutcomeKind(enum.StrEnum):
 
     @property
     def settle(self) -> Settle:
-        # IN_PROGRESS retries rather than acks: if this delivery is the owner's own message come
-        # back (its visibility ran out), acking it would drop the only carrier of the run.
-        if self in (
-            OutcomeKind.DEFERRED,
-            OutcomeKind.FAILED,
-            OutcomeKind.LEASE_LOST,
-            OutcomeKind.IN_PROGRESS,
-        ):
-            return Settle.RETRY
-        if self in (OutcomeKind.DEAD_LETTERED, OutcomeKind.REJECTED):
+        """Deprecated: the policy is :func:`cronwarden.settlement.verdict_for`; this is its
+        action folded onto the old three values (a postponement was a retry)."""
+        from .settlement import Action, verdict_for
+
+        action = verdict_for(Outcome(self, "")).action
+        if action is Action.ACK:
+            return Settle.ACK
+        if action is Action.DEAD_LETTER:
             return Settle.DEAD_LETTER
-        return Settle.ACK
+        return Settle.RETRY
 
 
 @dataclass(frozen=True)

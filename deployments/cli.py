@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from cronwarden.errors import CronwardenError
+from cronwarden.hosting.settings import JOBS_ENV
 
 from . import renderers
 
@@ -62,7 +63,7 @@ def deploy() -> None:
     "--jobs",
     "-j",
     "jobs_target",
-    envvar="CRONWARDEN_JOBS",
+    envvar=JOBS_ENV,
     required=True,
     metavar="MODULE",
     help="Job module: a dotted name or a .py path (or $CRONWARDEN_JOBS).",

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cronwarden.errors import ConfigurationError
+from cronwarden.hosting.settings import PROVIDER_ENV as PROVIDER_ENV
 
 from . import files
 from .hcl import Item
@@ -31,7 +32,7 @@ if TYPE_CHECKING:  # spec and package import this module
     from .spec import Plan
 
 ENTRY_POINT_GROUP = "cronwarden.deploy.renderers"
-PROVIDER_ENV = "CRONWARDEN_PROVIDER"  #: read by cronwarden.config in every rendered function
+
 _BUILTIN = {
     "gcp": "cronwarden.adapters.gcp.deploy:RENDERER",
     "azure": "cronwarden.adapters.azure.deploy:RENDERER",

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from cronwarden.adapters.azure.ncrontab import check_portable
+from cronwarden.adapters.azure.settings import SCHEDULE_ENV_PREFIX
 from cronwarden.durations import DurationLike, parse_duration
 from cronwarden.errors import InvalidJobDefinition
 from cronwarden.jobs import JobSet
@@ -51,7 +52,7 @@ __getattr__ = moved_names(__name__, _MOVED)
 
 def schedule_setting(job_name: str) -> str:
     """The Azure app setting holding a job's NCRONTAB schedule: ``CRONWARDEN_SCHEDULE_<NAME>``."""
-    return "CRONWARDEN_SCHEDULE_" + job_name.upper().replace("-", "_")
+    return SCHEDULE_ENV_PREFIX + job_name.upper().replace("-", "_")
 
 
 @dataclass(frozen=True)

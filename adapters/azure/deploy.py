@@ -33,19 +33,20 @@ from cronwarden.deploy.spec import AZURE_SKU, Plan
 from cronwarden.hosting import FUNCTIONS_ENV as ENV_FUNCTIONS
 from cronwarden.hosting import WEBHOOK_ENV
 
+from . import settings
 from .ncrontab import utc_ncrontab
 
 # --- the app settings the rendered app reads (AzureProvider.from_env, cronwarden.hosting) -----
-ENV_TABLE_ACCOUNT_URL = "CRONWARDEN_AZURE_TABLE_ACCOUNT_URL"
-ENV_TABLE = "CRONWARDEN_AZURE_TABLE"
-ENV_SERVICEBUS_NAMESPACE = "CRONWARDEN_SERVICEBUS_NAMESPACE"
-ENV_SERVICEBUS_QUEUE = "CRONWARDEN_SERVICEBUS_QUEUE"
-ENV_SERVICEBUS_MAX_DELIVERIES = "CRONWARDEN_SERVICEBUS_MAX_DELIVERIES"
+ENV_TABLE_ACCOUNT_URL = settings.TABLE_ACCOUNT_URL_ENV
+ENV_TABLE = settings.TABLE_ENV
+ENV_SERVICEBUS_NAMESPACE = settings.SERVICEBUS_NAMESPACE_ENV
+ENV_SERVICEBUS_QUEUE = settings.QUEUE_ENV
+ENV_SERVICEBUS_MAX_DELIVERIES = settings.MAX_DELIVERIES_ENV
 ENV_TRIGGER_CONNECTION = "ServiceBusConnection__fullyQualifiedNamespace"  #: the host's binding
-ENV_WATCHER_SCHEDULE = "CRONWARDEN_WATCHER_SCHEDULE"
+ENV_WATCHER_SCHEDULE = settings.WATCHER_SCHEDULE_ENV
 ENV_TENANT_ID = "AZURE_TENANT_ID"  #: azure-identity's own names (federated watcher)
 ENV_CLIENT_ID = "AZURE_CLIENT_ID"
-ENV_FEDERATION = "CRONWARDEN_AZURE_FEDERATION"
+ENV_FEDERATION = settings.FEDERATION_ENV
 
 SERVICEBUS_MAX_LOCK_SECONDS = 300
 #: What the Azure worker settles messages through (``ServiceBusMessageActions``, the Functions

@@ -81,7 +81,6 @@ log = get_logger("azure.functions")
 
 CONNECTION = SERVICEBUS_BINDING_CONNECTION
 SETTLEMENT_EXTENSION = "azurefunctions.extensions.bindings.servicebus"
-NAMES = FUNCTION_NAMES
 _TICK_ATTEMPTS = 3
 Clock = Callable[[], datetime]
 

@@ -8,7 +8,19 @@ import threading
 from typing import Any
 
 from cronwarden.errors import CommitConflict
-from cronwarden.ports import Create, Delete, Key, Merge, Op, Record, Store, Update, Version
+from cronwarden.ports import (
+    Create,
+    Delete,
+    Key,
+    Merge,
+    Op,
+    Record,
+    Store,
+    StoreCapabilities,
+    Update,
+    Version,
+    apply_merge,
+)
 
 
 def _json_copy(data: Any) -> Any:
@@ -18,20 +30,9 @@ def _json_copy(data: Any) -> Any:
 
 
 def merged(existing: dict[str, Any] | None, op: Merge) -> dict[str, Any]:
-    """The data ``op`` leaves on a record whose data was ``existing`` (``None``: absent).
-
-    Fields are set, increments add to integer fields (missing count as 0), maximums raise
-    integer fields (missing take the value). Kept as one small function so it can give way to
-    the port's shared merge rule.
-    """
-    data = dict(existing or {})
-    data.update(op.fields)
-    for name, amount in op.increments.items():
-        data[name] = int(data.get(name) or 0) + amount
-    for name, floor in op.maximums.items():
-        current = data.get(name)
-        data[name] = floor if current is None else max(int(current), floor)
-    return data
+    """The data ``op`` leaves on a record whose data was ``existing`` (``None``: absent): the
+    port's shared rule, :func:`cronwarden.ports.apply_merge`."""
+    return apply_merge(existing, op)
 
 
 class MemoryStore(Store):
@@ -48,7 +49,8 @@ class MemoryStore(Store):
         super().__init__()
         if max_commit_ops < 1:
             raise ValueError("max_commit_ops must be at least 1")
-        self.max_commit_ops = max_commit_ops
+        # every op of a commit is applied under one lock: increments and maxima are atomic
+        self.capabilities = StoreCapabilities(max_commit_ops=max_commit_ops)
         self._records: dict[Key, tuple[str, int]] = {}  # key -> (JSON text, version)
         self._versions = itertools.count(1)
         self._lock = threading.Lock()

@@ -27,7 +27,7 @@ def test_store_returns_copies_not_the_stored_data() -> None:
 
 def test_store_refuses_non_json_values_like_a_real_store_and_applies_nothing() -> None:
     store = MemoryStore()
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="not a JSON type"):
         store.commit([Create(RUN_KEY, {"at": datetime(2026, 1, 1, tzinfo=UTC)})])
     assert store.get(RUN_KEY) is None and store.records() == {}
 
