@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from proton import Condition, Delivery, Endpoint, Handler, Link, Message, Session
+from proton import Condition, Delivery, Endpoint, Handler, Link, Message, Session, symbol
 from proton.reactor import Container
 
 from . import codec
@@ -81,8 +81,18 @@ def _has_session_filter(link: Link) -> bool:
     )
 
 
+def error_condition(name: str, description: str) -> Condition:
+    """An AMQP error with an ``info`` map, as Service Bus sends them.
+
+    The SDK (pyamqp) reads the third field of every error unconditionally; without it the
+    error handling callback fails and the pending operation hangs instead of raising.
+    """
+    info = {symbol("com.microsoft:tracking-id"): str(uuid.uuid4())}
+    return Condition(name, description, cast(Any, info))
+
+
 def _close_link(link: Link, condition: str, description: str) -> None:
-    link.condition = Condition(condition, description)
+    link.condition = error_condition(condition, description)
     link.close()
 
 
@@ -282,13 +292,21 @@ class _Handler(Handler):
         except AttributeError:
             buf = bytearray()
             dlv.cw_buf = buf
+            dlv.cw_size = 0
         if chunk:
-            buf.extend(chunk)
+            dlv.cw_size += len(chunk)
+            if dlv.cw_size <= self.server.max_message_size:
+                buf.extend(chunk)
+            else:
+                buf.clear()  # oversize: count the rest, keep none of it
         if dlv.partial:
             return
         link.advance()
         data = bytes(buf)
         dlv.cw_buf = None
+        if dlv.cw_size > self.server.max_message_size:
+            self._refuse_oversize(link, dlv, dlv.cw_size)
+            return
         outcome = Delivery.ACCEPTED
         try:
             if info is None:
@@ -305,20 +323,34 @@ class _Handler(Handler):
                 self._respond(link, info, request)
         except codec.CodecError as exc:
             outcome = Delivery.REJECTED
-            dlv.local.condition = Condition("amqp:decode-error", str(exc))
+            dlv.local.condition = error_condition("amqp:decode-error", str(exc))
         except BrokerError as exc:
             outcome = Delivery.REJECTED
-            dlv.local.condition = Condition(exc.condition, exc.description)
+            dlv.local.condition = error_condition(exc.condition, exc.description)
         except Exception as exc:
             if type(exc).__name__ in ("DecodeError", "MessageException"):
                 outcome = Delivery.REJECTED
-                dlv.local.condition = Condition("amqp:decode-error", "undecodable message")
+                dlv.local.condition = error_condition("amqp:decode-error", "undecodable message")
             else:
                 raise
         if not dlv.settled:
             dlv.update(outcome)
             dlv.settle()
         link.flow(1)
+
+    def _refuse_oversize(self, link: Link, dlv: Delivery, size: int) -> None:
+        """Service Bus (and AMQP 1.0 §2.7.3) detaches the link with
+        ``amqp:link:message-size-exceeded``; the SDK raises ``MessageSizeExceededError``."""
+        limit = self.server.max_message_size
+        description = (
+            f"The received message (size: {size} bytes) exceeds the limit ({limit} bytes) "
+            "currently allowed on the link."
+        )
+        dlv.local.condition = error_condition("amqp:link:message-size-exceeded", description)
+        dlv.update(Delivery.REJECTED)
+        dlv.settle()
+        self._forget(link)
+        _close_link(link, "amqp:link:message-size-exceeded", description)
 
     def _respond(self, link: Link, info: _LinkInfo, request: Message) -> None:
         if info.kind == _CBS:
@@ -433,7 +465,7 @@ class _Handler(Handler):
                     dlv.local.undeliverable = dlv.remote.undeliverable
                 dlv.update(state)
             else:
-                dlv.local.condition = Condition(failure.condition, failure.description)
+                dlv.local.condition = error_condition(failure.condition, failure.description)
                 dlv.update(Delivery.REJECTED)
         dlv.settle()
         self.pump(info.key)
