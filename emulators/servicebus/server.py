@@ -34,6 +34,7 @@ from proton import Condition, Delivery, Endpoint, Handler, Link, Message, Sessio
 from proton.reactor import Container
 
 from . import codec
+from .auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasValidator
 from .broker import Broker, BrokerError
 from .config import EmulatorConfig
 from .management import MGMT_SUFFIX, cbs_response, entity_path, management_response
@@ -354,7 +355,7 @@ class _Handler(Handler):
 
     def _respond(self, link: Link, info: _LinkInfo, request: Message) -> None:
         if info.kind == _CBS:
-            response = cbs_response(self.broker, request)
+            response = cbs_response(self.broker, request, self.server.sas)
         else:
             response = management_response(self.broker, info.path, request)
             self.pump(info.key)
@@ -514,8 +515,10 @@ class EmulatorServer:
         host: str = "127.0.0.1",
         port: int = 5672,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        sas: SasValidator | None = None,
     ) -> None:
         self.config = config
+        self.sas = sas if sas is not None else SasValidator()
         self.broker = Broker(config)
         self.host = host
         self.port = port
@@ -584,12 +587,15 @@ class EmulatorServer:
 
     @property
     def connection_string(self) -> str:
-        return connection_string(self.host, self.port)
+        name, key = next(iter(self.sas.keys.items()), (DEFAULT_KEY_NAME, DEFAULT_KEY))
+        return connection_string(self.host, self.port, name, key)
 
 
-def connection_string(host: str, port: int) -> str:
-    """The connection string for the SDK (the key is the emulator's well-known dummy)."""
+def connection_string(
+    host: str, port: int, key_name: str = DEFAULT_KEY_NAME, key: str = DEFAULT_KEY
+) -> str:
+    """The connection string for the SDK (by default with the emulator's well-known dummy key)."""
     return (
-        f"Endpoint=sb://{host}:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
-        "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true"
+        f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};"
+        f"SharedAccessKey={key};UseDevelopmentEmulator=true"
     )
