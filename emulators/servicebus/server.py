@@ -31,12 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from proton import Condition, Delivery, Endpoint, Handler, Link, Message, Session, symbol
+from proton.handlers import IOHandler
 from proton.reactor import Container
 
 from . import codec
 from .auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasValidator
 from .broker import Broker, BrokerError
 from .config import EmulatorConfig
+from .wire import DeliveryIdRepair
 from .management import MGMT_SUFFIX, cbs_response, entity_path, management_response
 
 log = logging.getLogger("cronwarden.emulators.servicebus")
@@ -500,6 +502,55 @@ class _Handler(Handler):
         container.stop()
 
 
+class _RepairingIOHandler(IOHandler):
+    """proton's socket I/O, with each connection's incoming bytes passed through
+    :class:`~.wire.DeliveryIdRepair` before the transport reads them."""
+
+    #: Read this much less than the transport can take: a repaired frame may grow a little.
+    SLACK = 1024
+
+    def on_selectable_readable(self, event: Any) -> None:
+        s = event.selectable
+        t = s._transport
+        if not t:
+            return
+        repair: DeliveryIdRepair | None = getattr(s, "cw_repair", None)
+        if repair is None:
+            repair = s.cw_repair = DeliveryIdRepair()
+            s.cw_backlog = b""
+        self._push(t, s)
+        capacity = t.capacity()
+        if capacity > 0 and not s.cw_backlog:
+            try:
+                data = s.recv(capacity - self.SLACK if capacity > 2 * self.SLACK else capacity)
+            except OSError as exc:
+                log.info("could not read from a client: %r", exc)
+                t.close_tail()
+            else:
+                if not data:
+                    self.on_selectable_error(event)
+                    return
+                s.cw_backlog = repair.feed(data)
+                self._push(t, s)
+        self.update(t, s, s._reactor.now)
+
+    @staticmethod
+    def _push(t: Any, s: Any) -> None:
+        backlog: bytes = getattr(s, "cw_backlog", b"")
+        if backlog:
+            room = t.capacity()
+            if room > 0:
+                t.push(backlog[:room])
+                s.cw_backlog = backlog[room:]
+
+    def on_transport(self, event: Any) -> None:
+        t = event.transport
+        s = t._selectable
+        if s and not s.is_terminal:
+            self._push(t, s)
+        super().on_transport(event)
+
+
 class EmulatorServer:
     """The Service Bus emulator: AMQP on ``host:port``.
 
@@ -536,6 +587,7 @@ class EmulatorServer:
         handler = _Handler(self)
         container = Container(handler)
         container.container_id = "cronwarden-servicebus-emulator"
+        container.global_handler = _RepairingIOHandler()
         try:
             self._acceptor = container.listen(f"{self.host}:{self.port}")
             sock = self._acceptor._selectable._delegate
