@@ -342,8 +342,9 @@ class _Handler(Handler):
         link.flow(1)
 
     def _refuse_oversize(self, link: Link, dlv: Delivery, size: int) -> None:
-        """Service Bus (and AMQP 1.0 §2.7.3) detaches the link with
-        ``amqp:link:message-size-exceeded``; the SDK raises ``MessageSizeExceededError``."""
+        """Reject the delivery with ``amqp:link:message-size-exceeded`` (the SDK raises
+        ``MessageSizeExceededError``). Service Bus detaches the link as well; with pyamqp that
+        races the rejection and the SDK then retries until its timeout, so the link stays."""
         limit = self.server.max_message_size
         description = (
             f"The received message (size: {size} bytes) exceeds the limit ({limit} bytes) "
@@ -352,8 +353,7 @@ class _Handler(Handler):
         dlv.local.condition = error_condition("amqp:link:message-size-exceeded", description)
         dlv.update(Delivery.REJECTED)
         dlv.settle()
-        self._forget(link)
-        _close_link(link, "amqp:link:message-size-exceeded", description)
+        link.flow(1)
 
     def _respond(self, link: Link, info: _LinkInfo, request: Message) -> None:
         if info.kind == _CBS:
@@ -543,12 +543,17 @@ class _RepairingIOHandler(IOHandler):
                 t.push(backlog[:room])
                 s.cw_backlog = backlog[room:]
 
-    def on_transport(self, event: Any) -> None:
-        t = event.transport
-        s = t._selectable
-        if s and not s.is_terminal:
-            self._push(t, s)
-        super().on_transport(event)
+    @staticmethod
+    def update(transport: Any, selectable: Any, now: float) -> None:
+        """As proton's, but bytes held back (a frame completed by the last read can exceed the
+        transport's free space) are pushed first, and while any remain the selectable expires
+        at once, so they reach proton without waiting for the client to send more."""
+        if getattr(selectable, "cw_backlog", b"") and not selectable.is_terminal:
+            _RepairingIOHandler._push(transport, selectable)
+        IOHandler.update(transport, selectable, now)
+        if getattr(selectable, "cw_backlog", b"") and not selectable.is_terminal:
+            selectable.deadline = now
+            selectable.update()
 
 
 class EmulatorServer:
@@ -582,9 +587,10 @@ class EmulatorServer:
         self._thread: threading.Thread | None = None
         self._acceptor: Any = None
         self._error: BaseException | None = None
+        self._handler: _Handler | None = None
 
     def run(self) -> None:
-        handler = _Handler(self)
+        handler = self._handler = _Handler(self)
         container = Container(handler)
         container.container_id = "cronwarden-servicebus-emulator"
         container.global_handler = _RepairingIOHandler()
@@ -625,6 +631,10 @@ class EmulatorServer:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         self._calls.put((fn, future))
         return future.result(timeout)
+
+    def open_links(self) -> int:
+        """How many client links are attached right now (for tests and tooling)."""
+        return self.call(lambda: len(self._handler.links) if self._handler else 0)
 
     def _run_calls(self) -> None:
         while True:
