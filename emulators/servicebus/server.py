@@ -38,8 +38,8 @@ from . import codec
 from .auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasValidator
 from .broker import Broker, BrokerError
 from .config import EmulatorConfig
-from .wire import DeliveryIdRepair
 from .management import MGMT_SUFFIX, cbs_response, entity_path, management_response
+from .wire import DeliveryIdRepair
 
 log = logging.getLogger("cronwarden.emulators.servicebus")
 

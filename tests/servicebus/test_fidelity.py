@@ -143,9 +143,12 @@ def _wrong_key(connection_string: str) -> str:
 
 
 def test_a_wrong_key_cannot_send(sb: ServiceBusEmulator, queue: str) -> None:
-    with ServiceBusClient.from_connection_string(_wrong_key(sb.connection_string)) as c:
-        with pytest.raises(ServiceBusAuthenticationError), c.get_queue_sender(queue) as sender:
-            sender.send_messages(ServiceBusMessage("x"))
+    with (
+        ServiceBusClient.from_connection_string(_wrong_key(sb.connection_string)) as c,
+        pytest.raises(ServiceBusAuthenticationError),
+        c.get_queue_sender(queue) as sender,
+    ):
+        sender.send_messages(ServiceBusMessage("x"))
     assert next(q for q in sb.queues() if q["name"] == queue)["messages"] == 0
 
 
@@ -210,7 +213,7 @@ def test_annotated_message_with_delivery_annotations(client: ServiceBusClient, q
 # --- concurrent lock renewal --------------------------------------------------------------
 
 HELD = 10  # messages held at once
-LOCK = 4.0  # seconds; the test holds them for more than two lock periods
+LOCK = 3.0  # seconds; the test holds them for more than two lock periods
 
 
 def _hold_with_renewer_sync(srv: EmulatorServer, name: str) -> list[ServiceBusReceivedMessage]:

@@ -28,7 +28,7 @@ import hashlib
 import hmac
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote_plus
 
@@ -376,7 +376,7 @@ def test_deadletter_and_correct_sync(client: ServiceBusClient, queue: str) -> No
 
 
 def test_schedule_and_cancel_sync(client: ServiceBusClient, queue: str) -> None:
-    when = datetime.now(timezone.utc) + timedelta(seconds=30)
+    when = datetime.now(UTC) + timedelta(seconds=30)
     with client.get_queue_sender(queue) as sender:
         seqs = sender.schedule_messages([ServiceBusMessage("a"), ServiceBusMessage("b")], when)
         assert len(seqs) == 2
@@ -390,11 +390,13 @@ def test_schedule_and_cancel_sync(client: ServiceBusClient, queue: str) -> None:
 
 def test_schedule_and_cancel_async(sb: ServiceBusEmulator, queue: str) -> None:
     async def main() -> None:
-        when = datetime.now(timezone.utc) + timedelta(seconds=30)
-        async with AsyncServiceBusClient.from_connection_string(sb.connection_string) as client:
-            async with client.get_queue_sender(queue) as sender:
-                seqs = await sender.schedule_messages(ServiceBusMessage("a"), when)
-                await sender.cancel_scheduled_messages(seqs)
+        when = datetime.now(UTC) + timedelta(seconds=30)
+        async with (
+            AsyncServiceBusClient.from_connection_string(sb.connection_string) as client,
+            client.get_queue_sender(queue) as sender,
+        ):
+            seqs = await sender.schedule_messages(ServiceBusMessage("a"), when)
+            await sender.cancel_scheduled_messages(seqs)
 
     asyncio.run(main())
     assert _count(sb, queue) == 0
@@ -485,7 +487,9 @@ def test_lock_renewal_failure_callback_sync(
         sender.send_messages(ServiceBusMessage("long job"))
     with client.get_queue_receiver(queue) as receiver, AutoLockRenewer() as renewer:
         (m,) = receive(receiver, 1)
-        renewer.register(receiver, m, max_lock_renewal_duration=60, on_lock_renew_failure=on_failure)
+        renewer.register(
+            receiver, m, max_lock_renewal_duration=60, on_lock_renew_failure=on_failure
+        )
         _lose_every_lock(sb, queue)
         _wait(failed)
         assert failures and failures[0] is not None

@@ -78,8 +78,8 @@ def _feed_in_pieces(repair: DeliveryIdRepair, data: bytes, piece: int) -> bytes:
 
 def test_duplicate_delivery_ids_become_the_ids_proton_expects() -> None:
     # What two threads renewing locks at once produce: 0, 1, 1, then 3 (the client counted both).
-    stream = b"AMQP\x00\x01\x00\x00" + _begin(1) + b"".join(
-        _transfer(1, 4, i) for i in (0, 1, 1, 3, 4)
+    stream = (
+        b"AMQP\x00\x01\x00\x00" + _begin(1) + b"".join(_transfer(1, 4, i) for i in (0, 1, 1, 3, 4))
     )
     repair = DeliveryIdRepair()
     out = _feed_in_pieces(repair, stream, 7)
@@ -200,4 +200,6 @@ def test_accept_any_skips_every_check() -> None:
 def test_configured_keys_replace_the_default() -> None:
     validator = _validator(keys={"app": "s3cret"})
     assert validator.check(_sdk_token(AUDIENCE, "app", "s3cret", int(NOW) + 9), AUDIENCE) is None
-    assert validator.check(_sdk_token(AUDIENCE, DEFAULT_KEY_NAME, DEFAULT_KEY, int(NOW) + 9), AUDIENCE)
+    assert validator.check(
+        _sdk_token(AUDIENCE, DEFAULT_KEY_NAME, DEFAULT_KEY, int(NOW) + 9), AUDIENCE
+    )
