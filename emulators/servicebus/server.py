@@ -13,6 +13,11 @@ Contracts:
   ``<queue>[/$DeadLetterQueue]`` (send to the queue, receive in peek-lock or
   receive-and-delete). A link to an unknown entity is attached and then detached with
   ``amqp:not-found``; the CBS put-token for it already answered 404, as Service Bus does.
+* Every AMQP error the emulator sends carries an ``info`` map (see :func:`error_condition`).
+* Each connection's incoming bytes pass through :class:`~.wire.DeliveryIdRepair` before proton
+  reads them (duplicate delivery-ids from concurrent SDK senders; frames after a session end).
+* A transfer larger than ``max_message_size`` is rejected with
+  ``amqp:link:message-size-exceeded``; its bytes are counted, not kept.
 * Peek-lock deliveries carry the lock token as delivery tag (UUID, little-endian bytes). The
   client's unsettled disposition is answered with a settled disposition echoing the outcome
   applied, or ``rejected`` with ``com.microsoft:message-lock-lost`` when the lock is gone.
