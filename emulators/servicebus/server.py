@@ -44,6 +44,7 @@ from .auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasValidator
 from .broker import Broker, BrokerError
 from .config import EmulatorConfig
 from .management import MGMT_SUFFIX, cbs_response, entity_path, management_response
+from .websocket import WebSocketServer, looks_like_http
 from .wire import DeliveryIdRepair
 
 log = logging.getLogger("cronwarden.emulators.servicebus")
@@ -508,8 +509,9 @@ class _Handler(Handler):
 
 
 class _RepairingIOHandler(IOHandler):
-    """proton's socket I/O, with each connection's incoming bytes passed through
-    :class:`~.wire.DeliveryIdRepair` before the transport reads them."""
+    """proton's socket I/O, with two additions per connection: the incoming AMQP bytes pass
+    through :class:`~.wire.DeliveryIdRepair` before the transport reads them, and a connection
+    that opens with an HTTP ``GET`` speaks AMQP over WebSockets (:mod:`.websocket`)."""
 
     #: Read this much less than the transport can take: a repaired frame may grow a little.
     SLACK = 1024
@@ -519,10 +521,13 @@ class _RepairingIOHandler(IOHandler):
         t = s._transport
         if not t:
             return
-        repair: DeliveryIdRepair | None = getattr(s, "cw_repair", None)
-        if repair is None:
-            repair = s.cw_repair = DeliveryIdRepair()
+        if getattr(s, "cw_repair", None) is None:
+            s.cw_repair = DeliveryIdRepair()
             s.cw_backlog = b""
+            s.cw_out = b""
+            s.cw_prefix = b""
+            s.cw_ws = None
+            s.cw_mode = None
         self._push(t, s)
         capacity = t.capacity()
         if capacity > 0 and not s.cw_backlog:
@@ -535,8 +540,49 @@ class _RepairingIOHandler(IOHandler):
                 if not data:
                     self.on_selectable_error(event)
                     return
-                s.cw_backlog = repair.feed(data)
-                self._push(t, s)
+                self._incoming(t, s, data)
+        self.update(t, s, s._reactor.now)
+
+    def _incoming(self, t: Any, s: Any, data: bytes) -> None:
+        if s.cw_mode is None:
+            s.cw_prefix += data
+            http = looks_like_http(s.cw_prefix)
+            if http is None:
+                return
+            data, s.cw_prefix = s.cw_prefix, b""
+            s.cw_mode = "ws" if http else "amqp"
+            if http:
+                s.cw_ws = WebSocketServer()
+        if s.cw_mode == "ws":
+            data, reply = s.cw_ws.feed(data)
+            s.cw_out += reply
+            if s.cw_ws.closed:
+                t.close_tail()
+        if data:
+            s.cw_backlog = s.cw_repair.feed(data)
+            self._push(t, s)
+
+    def on_selectable_writable(self, event: Any) -> None:
+        s = event.selectable
+        t = s._transport
+        if getattr(s, "cw_mode", None) != "ws" and not getattr(s, "cw_out", b""):
+            super().on_selectable_writable(event)
+            return
+        if not t:
+            return
+        pending = t.pending()
+        if pending > 0 and s.cw_ws is not None and s.cw_ws.open:
+            data = t.peek(pending)
+            t.pop(len(data))
+            s.cw_out += WebSocketServer.wrap(data)
+        if s.cw_out:
+            try:
+                sent = s.send(s.cw_out)
+            except OSError as exc:
+                log.info("could not write to a client: %r", exc)
+                t.close_head()
+            else:
+                s.cw_out = s.cw_out[sent:]
         self.update(t, s, s._reactor.now)
 
     @staticmethod
@@ -552,12 +598,21 @@ class _RepairingIOHandler(IOHandler):
     def update(transport: Any, selectable: Any, now: float) -> None:
         """As proton's, but bytes held back (a frame completed by the last read can exceed the
         transport's free space) are pushed first, and while any remain the selectable expires
-        at once, so they reach proton without waiting for the client to send more."""
+        at once, so they reach proton without waiting for the client to send more. Bytes
+        waiting to go out on a WebSocket keep the selectable writing."""
         if getattr(selectable, "cw_backlog", b"") and not selectable.is_terminal:
             _RepairingIOHandler._push(transport, selectable)
         IOHandler.update(transport, selectable, now)
-        if getattr(selectable, "cw_backlog", b"") and not selectable.is_terminal:
+        if selectable.is_terminal:
+            return
+        changed = False
+        if getattr(selectable, "cw_backlog", b""):
             selectable.deadline = now
+            changed = True
+        if getattr(selectable, "cw_out", b"") and not selectable.writing:
+            selectable.writing = True
+            changed = True
+        if changed:
             selectable.update()
 
 

@@ -313,3 +313,55 @@ def test_client_close_is_clean(server: EmulatorServer, caplog: pytest.LogCapture
         time.sleep(0.05)
     assert server.open_links() == 0
     assert not [r for r in caplog.records if "no such channel" in r.getMessage()]
+
+
+# --- AMQP over WebSockets -------------------------------------------------------------------
+
+
+def test_amqp_over_websocket_sync(server: EmulatorServer) -> None:
+    """``transport_type=AmqpOverWebsocket`` to ``custom_endpoint_address`` (the SDK drops the
+    emulator's port from the WebSocket URL otherwise and dials 80)."""
+    pytest.importorskip(
+        "websocket", reason="the SDK's sync WebSocket transport needs websocket-client"
+    )
+    from azure.servicebus import TransportType
+
+    name = _put_queue(server, "over-ws")
+    with ServiceBusClient.from_connection_string(
+        server.connection_string,
+        transport_type=TransportType.AmqpOverWebsocket,
+        custom_endpoint_address=f"sb://{server.host}:{server.port}",
+        retry_total=0,
+    ) as c:
+        with c.get_queue_sender(name) as sender:
+            sender.send_messages([ServiceBusMessage(f"ws-{i}") for i in range(3)])
+            sender.send_messages(ServiceBusMessage(b"w" * 200_000))  # many frames each way
+        with c.get_queue_receiver(name) as receiver:
+            got = receive(receiver, 4)
+            assert sorted(len(b"".join(m.body)) for m in got) == [4, 4, 4, 200_000]
+            for m in got:
+                receiver.complete_message(m)
+    assert server.call(lambda: server.broker.describe())[-1]["messages"] == 0
+
+
+def test_amqp_over_websocket_async(server: EmulatorServer) -> None:
+    pytest.importorskip("aiohttp", reason="the SDK's async WebSocket transport needs aiohttp")
+    from azure.servicebus import TransportType
+
+    name = _put_queue(server, "over-ws-async")
+
+    async def main() -> None:
+        async with AsyncServiceBusClient.from_connection_string(
+            server.connection_string,
+            transport_type=TransportType.AmqpOverWebsocket,
+            custom_endpoint_address=f"sb://{server.host}:{server.port}",
+            retry_total=0,
+        ) as c:
+            async with c.get_queue_sender(name) as sender:
+                await sender.send_messages(ServiceBusMessage("ws"))
+            async with c.get_queue_receiver(name) as receiver:
+                got = await receiver.receive_messages(max_wait_time=5)
+                assert [str(m) for m in got] == ["ws"]
+                await receiver.complete_message(got[0])
+
+    asyncio.run(main())

@@ -203,3 +203,55 @@ def test_configured_keys_replace_the_default() -> None:
     assert validator.check(
         _sdk_token(AUDIENCE, DEFAULT_KEY_NAME, DEFAULT_KEY, int(NOW) + 9), AUDIENCE
     )
+
+
+# --- WebSocket framing ------------------------------------------------------------------------
+
+
+def _client_frame(opcode: int, payload: bytes, mask: bytes = b"\x01\x02\x03\x04") -> bytes:
+    n = len(payload)
+    head = bytes((0x80 | opcode,)) + (
+        bytes((0x80 | n,)) if n < 126 else b"\xfe" + struct.pack(">H", n)
+    )
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return head + mask + masked
+
+
+HANDSHAKE = (
+    b"GET /$servicebus/websocket HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+    b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+    b"Sec-WebSocket-Protocol: AMQPWSB10\r\nSec-WebSocket-Version: 13\r\n\r\n"
+)
+
+
+def test_websocket_handshake_then_binary_messages_in_any_chunking() -> None:
+    from cronwarden.emulators.servicebus.websocket import WebSocketServer, looks_like_http
+
+    assert looks_like_http(b"GE") is None
+    assert looks_like_http(b"AMQP") is False
+    assert looks_like_http(HANDSHAKE[:8]) is True
+    ws = WebSocketServer()
+    stream = HANDSHAKE + _client_frame(2, b"AMQP\x03\x01\x00\x00") + _client_frame(2, b"x" * 300)
+    amqp, reply = b"", b""
+    for i in range(0, len(stream), 5):
+        got, back = ws.feed(stream[i : i + 5])
+        amqp, reply = amqp + got, reply + back
+    assert amqp == b"AMQP\x03\x01\x00\x00" + b"x" * 300
+    # RFC 6455's example key and accept value
+    assert b"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=" in reply
+    assert b"Sec-WebSocket-Protocol: AMQPWSB10" in reply
+    assert WebSocketServer.wrap(b"abc") == b"\x82\x03abc"
+
+
+def test_websocket_ping_close_and_bad_handshake() -> None:
+    from cronwarden.emulators.servicebus.websocket import WebSocketServer
+
+    ws = WebSocketServer()
+    ws.feed(HANDSHAKE)
+    amqp, reply = ws.feed(_client_frame(9, b"hi") + _client_frame(8, b"\x03\xe8"))
+    assert amqp == b""
+    assert reply == b"\x8a\x02hi" + b"\x88\x02\x03\xe8"
+    assert ws.closed
+    bad = WebSocketServer()
+    _, reply = bad.feed(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 400") and bad.closed
