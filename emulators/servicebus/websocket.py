@@ -75,7 +75,7 @@ class WebSocketServer:
             head = bytes(self._buf[:end]).decode("latin-1")
             del self._buf[: end + 4]
             reply = self._handshake(head)
-            if self.closed:
+            if not self.open:
                 return b"", reply
         amqp = bytearray()
         while not self.closed:
