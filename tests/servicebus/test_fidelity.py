@@ -100,6 +100,15 @@ def test_settling_on_a_deleted_queue_raises(server: EmulatorServer) -> None:
                 receiver.complete_message(msg)
 
 
+def test_a_send_the_emulator_refuses_raises(server: EmulatorServer) -> None:
+    """Sending to a dead-letter sub-queue is refused (as by Service Bus): the SDK raises."""
+    with ServiceBusClient.from_connection_string(server.connection_string, retry_total=0) as c:
+        started = time.monotonic()
+        with pytest.raises(ServiceBusError), c.get_queue_sender("queue.1/$DeadLetterQueue") as s:
+            s.send_messages(ServiceBusMessage("x"), timeout=10)
+        assert time.monotonic() - started < PROMPT
+
+
 # --- message size -------------------------------------------------------------------------
 
 
