@@ -60,7 +60,10 @@ def test_signed_webhook_carries_a_verifiable_hmac(http_sink: HttpSink) -> None:
     assert not verify(secret, got.body.replace(b"billing", b"hacked!"), stamp, signature)
     assert not verify(secret, got.body, stamp, signature, now=int(stamp) + 301)  # a replay
     body = got.json()
-    assert body["version"] == 1 and body["headline"] == "FIRING failing: billing-sync (owner team-data)"
+    assert (
+        body["version"] == 1
+        and body["headline"] == "FIRING failing: billing-sync (owner team-data)"
+    )
 
 
 def test_pagerduty_triggers_and_resolves_with_one_dedup_key(http_sink: HttpSink) -> None:
