@@ -349,16 +349,12 @@ class JobPingHandler(logging.Handler):
             self.pings.run_failed(job, run_key, str(getattr(record, "error_type", "")))
 
     def install(self, logger: logging.Logger | None = None) -> JobPingHandler:
-        return _install(self, logger)
-
-
-def _install(handler: logging.Handler, logger: logging.Logger | None) -> Any:
-    """Attach ``handler`` to the cronwarden logger and let INFO events reach it."""
-    target = logger or get_logger()
-    if target.getEffectiveLevel() > logging.INFO:
-        target.setLevel(logging.INFO)
-    target.addHandler(handler)
-    return handler
+        """Attach to the ``cronwarden`` logger, letting INFO events reach this handler."""
+        target = logger or get_logger()
+        if target.getEffectiveLevel() > logging.INFO:
+            target.setLevel(logging.INFO)
+        target.addHandler(self)
+        return self
 
 
 __all__ = [

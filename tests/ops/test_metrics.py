@@ -9,24 +9,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
+    InMemorySpanExporter,
+)
+from opentelemetry.trace import SpanKind, StatusCode
 
 import cronwarden
 from cronwarden import RunContext, RunRequest, Watcher
+from cronwarden.metrics import RunTelemetry, WatcherMetrics
+from cronwarden.metrics_prometheus import serve_metrics
 from tests.support.harness import FakeClock, Harness, at, harness
-
-pytest.importorskip("opentelemetry.sdk")
-
-from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
-    InMemorySpanExporter,
-)
-from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
-
-from cronwarden.metrics import RunTelemetry, WatcherMetrics  # noqa: E402
-from cronwarden.metrics_prometheus import serve_metrics  # noqa: E402
 
 
 @pytest.fixture

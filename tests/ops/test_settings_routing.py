@@ -112,7 +112,7 @@ def test_routing_by_owner_and_tag(tmp_path: Path, http_sink: HttpSink, env: dict
     assert names(alert("billing-sync", "team-ops", ["billing"])) == {"billing-pager", "everything"}
     assert names(alert("site", "team-web", [])) == {"teams", "mail", "everything"}
     assert names(alert("_watcher", None, [], Condition.DEAD_LETTERS)) == {"everything"}
-    assert [c.name for c in router.channels][0] == "log"
+    assert router.channels[0].name == "log"
 
 
 def test_an_alert_no_route_matches_is_logged_as_an_error(
@@ -158,7 +158,8 @@ def test_environment_alone_configures_webhook_and_heartbeat() -> None:
             "channels.p.routing_key: environment variable NOPE is not set",
         ),
         (
-            '[channels.w]\ntype = "webhook"\nurl = "https://x.test"\nsecret = "file:/nonexistent/s"',
+            '[channels.w]\ntype = "webhook"\nurl = "https://x.test"\n'
+            'secret = "file:/nonexistent/s"',
             "channels.w.secret: cannot read /nonexistent/s",
         ),
         (
@@ -193,7 +194,7 @@ def test_bad_settings_fail_with_one_line_naming_the_setting(toml: str, message: 
 
 
 def test_missing_settings_file_is_one_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigurationError, match="alerting settings .*nope.toml"):
+    with pytest.raises(ConfigurationError, match=r"alerting settings .*nope\.toml"):
         load_settings(tmp_path / "nope.toml", env={})
 
 
