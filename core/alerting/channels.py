@@ -321,7 +321,8 @@ class Teams(Channel):
 
 class Email(Channel):
     """E-mail over SMTP with :mod:`smtplib`. ``tls``: ``starttls`` (upgrade a plain connection,
-    port 587), ``ssl`` (implicit TLS, port 465) or ``none`` (a local relay only)."""
+    port 587), ``ssl`` (implicit TLS, port 465) or ``none`` (a local relay only). The server's
+    certificate is verified against the system CAs, or ``ca_file`` (a private relay's CA)."""
 
     type = "email"
     TLS = ("starttls", "ssl", "none")
@@ -338,6 +339,7 @@ class Email(Channel):
         username: str | None = None,
         password: str | None = None,
         subject_prefix: str = "[cronwarden]",
+        ca_file: str | None = None,
         timeout: float = 10.0,
     ) -> None:
         super().__init__(name, timeout=timeout)
@@ -354,6 +356,7 @@ class Email(Channel):
         self.username = username
         self.password = password
         self.subject_prefix = subject_prefix
+        self.ca_file = ca_file
 
     def message(self, alert: Alert) -> Any:
         from email.message import EmailMessage
@@ -370,9 +373,9 @@ class Email(Channel):
         import smtplib
         import ssl
 
+        context = ssl.create_default_context(cafile=self.ca_file)
         try:
             if self.tls == "ssl":
-                context = ssl.create_default_context()
                 client: smtplib.SMTP = smtplib.SMTP_SSL(
                     self.host, self.port, timeout=self.timeout, context=context
                 )
@@ -380,7 +383,7 @@ class Email(Channel):
                 client = smtplib.SMTP(self.host, self.port, timeout=self.timeout)
             with client:
                 if self.tls == "starttls":
-                    client.starttls(context=ssl.create_default_context())
+                    client.starttls(context=context)
                 if self.username:
                     client.login(self.username, self.password or "")
                 refused = client.send_message(self.message(alert))

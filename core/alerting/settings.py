@@ -219,6 +219,7 @@ def _email(
         username=username,
         password=password,
         subject_prefix=str(spec.get("subject_prefix", "[cronwarden]")),
+        ca_file=_text(spec, "ca_file", where) if "ca_file" in spec else None,
         timeout=t,
     )
 
@@ -229,7 +230,7 @@ _BUILDERS: dict[str, tuple[set[str], _Builder]] = {
     "pagerduty": ({"routing_key", "url", "source"}, _pagerduty),
     "teams": ({"url", "card"}, _teams),
     "email": (
-        {"host", "port", "tls", "from", "to", "username", "password", "subject_prefix"},
+        {"host", "port", "tls", "from", "to", "username", "password", "subject_prefix", "ca_file"},
         _email,
     ),
 }

@@ -99,7 +99,7 @@ class SmtpSink:
     logins: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
@@ -112,7 +112,7 @@ def smtp_sink() -> Iterator[SmtpSink]:
     from aiosmtpd.controller import Controller
     from aiosmtpd.smtp import AuthResult, LoginPassword
 
-    sink = SmtpSink("127.0.0.1", _free_port())
+    sink = SmtpSink("127.0.0.1", free_port())
 
     class Handler:
         async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:

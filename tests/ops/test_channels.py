@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +25,7 @@ from cronwarden.alerting.channels import (
 )
 from cronwarden.alerting.http import DeliveryError
 
-from .conftest import HttpSink, SmtpSink
+from .conftest import HttpSink, SmtpSink, free_port
 
 FIELDS = {"owner": "team-data", "tags": ["billing"], "timezone": "Europe/Berlin"}
 
@@ -191,3 +192,99 @@ def test_unreachable_endpoint_is_a_delivery_error() -> None:
         port = probe.getsockname()[1]
     with pytest.raises(DeliveryError, match="cannot connect"):
         SlackWebhook("chat", f"http://127.0.0.1:{port}/x", timeout=2).deliver(alert())
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key (the test's own CA, trusted via ``ca_file``)."""
+    import datetime as dt
+    import ipaddress
+
+    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+def test_email_upgrades_with_starttls_before_logging_in(tmp_path: Path) -> None:
+    import ssl
+
+    from aiosmtpd.controller import Controller
+    from aiosmtpd.smtp import AuthResult
+
+    cert, key = _self_signed(tmp_path)
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(cert, key)
+    got: list[tuple[bool, str]] = []
+
+    class Handler:
+        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+            got.append((session.ssl is not None, envelope.content.decode()))
+            return "250 OK"
+
+    port = free_port()
+    controller = Controller(
+        Handler(),
+        hostname="127.0.0.1",
+        port=port,
+        tls_context=server_tls,
+        require_starttls=True,
+        auth_require_tls=True,
+        authenticator=lambda *args: AuthResult(success=True),
+    )
+    controller.start()
+    try:
+        channel = Email(
+            "mail",
+            host="127.0.0.1",
+            port=port,
+            tls="starttls",
+            sender="cronwarden@example.test",
+            recipients=["oncall@example.test"],
+            username="cronwarden",
+            password="tls-only-password",
+            ca_file=str(cert),
+        )
+        channel.deliver(alert())
+        untrusted = Email(
+            "mail",
+            host="127.0.0.1",
+            port=port,
+            tls="starttls",
+            sender="cronwarden@example.test",
+            recipients=["oncall@example.test"],
+        )
+        with pytest.raises(DeliveryError, match="CERTIFICATE_VERIFY_FAILED"):
+            untrusted.deliver(alert())
+    finally:
+        controller.stop()
+    ((encrypted, content),) = got
+    assert encrypted and "billing-sync failing" in content
