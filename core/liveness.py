@@ -202,7 +202,8 @@ class Watcher:
                 f"been running for {format_duration(now - started)}, over its max runtime of "
                 f"{format_duration(job.max_runtime)}. First check: the logs of run_id "
                 f"{status.get('run_id')} on {status.get('owner', '?')}; its lease expires at "
-                f"{status.get('lease_expires', '?')} and another worker can then take over.",
+                f"{_fmt(parse_iso(status.get('lease_expires')), tz)} and another worker can "
+                "then take over.",
                 first_check="worker logs for the run id",
                 extra={"run_id": status.get("run_id")},
                 **common,

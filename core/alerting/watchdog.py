@@ -205,6 +205,18 @@ class WatcherHeartbeat:
     def stale(self, now: datetime, max_age: timedelta) -> bool:
         return self.age(now) > max_age
 
+    def describe(self, now: datetime) -> str:
+        """One line for ``status``: when, how long ago, the outcome and where it ran."""
+        from ..durations import format_duration
+
+        age = format_duration(timedelta(seconds=max(0, int(self.age(now).total_seconds()))))
+        outcome = "ok" if self.ok else f"FAILED: {self.error or '?'}"
+        alerts = f", {self.active_alerts} active alert(s)" if self.active_alerts else ""
+        return (
+            f"watcher last checked {self.last_check_at:%Y-%m-%d %H:%M:%S} UTC ({age} ago) "
+            f"on {self.host}: {outcome}{alerts}"
+        )
+
 
 def read_watcher_heartbeat(store: Store) -> WatcherHeartbeat | None:
     """The watcher's last recorded check, or None when no watcher has recorded one."""

@@ -184,3 +184,12 @@ def test_job_pings_can_watch_only_some_jobs(http_sink: HttpSink) -> None:
     pings.close()
     (got,) = http_sink.received
     assert got.query["state"] == ["run"]
+
+
+def test_heartbeat_line_for_status(h: Harness, clock: FakeClock) -> None:
+    Watcher(h.jobs, h.store, h.queue, notifiers=[], clock=clock).check()
+    beat = read_watcher_heartbeat(h.store)
+    assert beat is not None
+    line = beat.describe(clock() + timedelta(minutes=3, seconds=5))
+    assert line.startswith("watcher last checked 2026-01-20 10:00:30 UTC (3m5s ago) on ")
+    assert line.endswith(": ok")
