@@ -154,8 +154,9 @@ class DeadMansSwitch:
 
 class StoreHeartbeat:
     """Records checks in the ``_watcher`` status record: ``last_check_at``, ``last_check_ok``,
-    ``last_check_error``, ``last_check_alerts``, ``last_check_jobs``, ``last_check_host`` and a
-    ``checks`` counter (checks recorded).
+    ``last_check_error``, ``last_check_alerts``, ``last_check_jobs`` and ``last_check_host``:
+    plain fields, so the write is blind on every store (no counter: Table Storage would read
+    the record to increment it).
 
     One Merge, at most once per ``every`` (default 60 s) while checks keep succeeding: the check
     already read the previous heartbeat in its status query, so a watcher that checks every few
@@ -184,7 +185,7 @@ class StoreHeartbeat:
         if report is not None:
             fields["last_check_alerts"] = len(report.active)
             fields["last_check_jobs"] = len(report.jobs)
-        watcher.store.commit([Merge(status_key_of(WATCHER_JOB), fields, {"checks": 1})])
+        watcher.store.commit([Merge(status_key_of(WATCHER_JOB), fields)])
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,6 @@ class WatcherHeartbeat:
     active_alerts: int | None
     jobs: int | None
     host: str
-    checks: int
 
     def age(self, now: datetime) -> timedelta:
         return now - self.last_check_at
@@ -237,7 +237,6 @@ def read_watcher_heartbeat(store: Store) -> WatcherHeartbeat | None:
         active_alerts=_int("last_check_alerts"),
         jobs=_int("last_check_jobs"),
         host=str(data.get("last_check_host") or "?"),
-        checks=_int("checks") or 0,
     )
 
 
