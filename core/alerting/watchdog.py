@@ -19,11 +19,9 @@ from __future__ import annotations
 import enum
 import logging
 import os
-import socket
 import threading
 import urllib.parse
 from collections.abc import Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -36,6 +34,8 @@ from ..redaction import redact, register_secret, snippet
 from .http import DeliveryError, send
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     from ..liveness import Report, Watcher
 
 HEARTBEAT_URL_ENV = "CRONWARDEN_HEARTBEAT_URL"  #: dead-man's-switch URL (a credential)
@@ -170,6 +170,8 @@ class StoreHeartbeat:
     def after_check(
         self, watcher: Watcher, report: Report | None, error: BaseException | None
     ) -> None:
+        import socket
+
         now = watcher.clock()
         if error is None and report is not None:
             previous = report.watcher_status
@@ -314,6 +316,8 @@ class JobPings:
             return
         with self._lock:
             if self._executor is None:
+                from concurrent.futures import ThreadPoolExecutor
+
                 self._executor = ThreadPoolExecutor(1, thread_name_prefix="cronwarden-pings")
             self._pending = [f for f in self._pending if not f.done()]
             self._pending.append(self._executor.submit(self._ping, job, url, state, message))
