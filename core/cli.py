@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 import click
 
+from .cli_notify import notify
 from .errors import CronwardenError
 from .hosting.settings import JOBS_ENV, PROVIDER_ENV, WEBHOOK_ENV
 from .redaction import redact
@@ -74,6 +75,9 @@ def _job(jobs: Any, name: str) -> Any:
 @click.version_option(package_name="cronwarden")
 def cli() -> None:
     """Scheduled jobs that run once per window, never overlap and never fail silently."""
+
+
+cli.add_command(notify)
 
 
 @cli.command()
