@@ -147,3 +147,38 @@ def servicebus_queue(
 
 QUEUES["servicebus"] = servicebus_queue
 MARKS["servicebus"] = [pytest.mark.azure]
+
+
+@contextmanager
+def postgres_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """PostgreSQL on the session's server, in a fresh schema per test."""
+    from cronwarden.adapters.postgres import PostgresSettings, PostgresStore
+
+    dsn, schema = request.getfixturevalue("postgres_dsn"), request.getfixturevalue("postgres_schema")
+    store = PostgresStore(PostgresSettings(dsn=dsn, schema=schema, pool_max=12))
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def postgres_queue(
+    request: pytest.FixtureRequest, tmp_path: Path, *, max_deliveries: int = 3, **_: Any
+) -> Iterator[Queue]:
+    """PostgreSQL on the session's server, in a fresh schema per test."""
+    from cronwarden.adapters.postgres import PostgresQueue, PostgresSettings
+
+    dsn, schema = request.getfixturevalue("postgres_dsn"), request.getfixturevalue("postgres_schema")
+    queue = PostgresQueue(
+        PostgresSettings(dsn=dsn, schema=schema, max_deliveries=max_deliveries)
+    )
+    try:
+        yield queue
+    finally:
+        queue.close()
+
+
+STORES["postgres"] = postgres_store
+QUEUES["postgres"] = postgres_queue
+MARKS["postgres"] = [pytest.mark.postgres]
