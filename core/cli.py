@@ -41,10 +41,9 @@ _DSN = click.option(
 _DSN_KEY = "cronwarden.dsn"
 
 
-def PROVIDER(command: Any) -> Any:  # noqa: N802 - used as a decorator like the other options
+def PROVIDER(command: Any) -> Any:
     """``--provider`` and ``--dsn``."""
     return _PROVIDER(_DSN(command))
-
 
 
 class _Fail(click.ClickException):

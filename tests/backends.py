@@ -154,7 +154,8 @@ def postgres_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[S
     """PostgreSQL on the session's server, in a fresh schema per test."""
     from cronwarden.adapters.postgres import PostgresSettings, PostgresStore
 
-    dsn, schema = request.getfixturevalue("postgres_dsn"), request.getfixturevalue("postgres_schema")
+    dsn = request.getfixturevalue("postgres_dsn")
+    schema = request.getfixturevalue("postgres_schema")
     store = PostgresStore(PostgresSettings(dsn=dsn, schema=schema, pool_max=12))
     try:
         yield store
@@ -169,10 +170,9 @@ def postgres_queue(
     """PostgreSQL on the session's server, in a fresh schema per test."""
     from cronwarden.adapters.postgres import PostgresQueue, PostgresSettings
 
-    dsn, schema = request.getfixturevalue("postgres_dsn"), request.getfixturevalue("postgres_schema")
-    queue = PostgresQueue(
-        PostgresSettings(dsn=dsn, schema=schema, max_deliveries=max_deliveries)
-    )
+    dsn = request.getfixturevalue("postgres_dsn")
+    schema = request.getfixturevalue("postgres_schema")
+    queue = PostgresQueue(PostgresSettings(dsn=dsn, schema=schema, max_deliveries=max_deliveries))
     try:
         yield queue
     finally:

@@ -219,7 +219,9 @@ class _Sweeper:
     def __init__(self) -> None:
         self._tasks: list[tuple[float, Callable[[], object], str]] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="cronwarden-pg-sweeper", daemon=True)
+        self._thread = threading.Thread(
+            target=self._loop, name="cronwarden-pg-sweeper", daemon=True
+        )
         self._started = False
         self._guard = threading.Lock()
 

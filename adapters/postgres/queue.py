@@ -104,8 +104,7 @@ class PostgresQueue(Queue):
             f"FROM {q}.receive_messages(%s, %s, %s)"
         )
         self._sql_next_visible = (
-            "SELECT EXTRACT(EPOCH FROM min(visible_at) - clock_timestamp()) "
-            f"FROM {q}.messages"
+            f"SELECT EXTRACT(EPOCH FROM min(visible_at) - clock_timestamp()) FROM {q}.messages"
         )
         self.db.every(settings.expire_every, self.sweep_dedup, "dedup sweep")
 

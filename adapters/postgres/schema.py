@@ -18,7 +18,7 @@ other stores, whatever the database's locale.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import psycopg
@@ -215,7 +215,7 @@ def notify_channel(schema: str) -> str:
     return f"cronwarden.{schema}"
 
 
-def current_version(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> int:
+def current_version(conn: psycopg.Connection[Any], schema: str) -> int:
     """The highest applied migration, 0 when the schema has none yet (one query)."""
     row = conn.execute(
         "SELECT CASE WHEN to_regclass(%s) IS NULL THEN 0 ELSE -1 END",
@@ -227,7 +227,7 @@ def current_version(conn: psycopg.Connection[tuple[object, ...]], schema: str) -
     return int(found[0] or 0) if found else 0
 
 
-def migrate(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> list[int]:
+def migrate(conn: psycopg.Connection[Any], schema: str) -> list[int]:
     """Bring ``schema`` to :data:`LATEST`; returns the versions this call applied.
 
     Idempotent and safe to run from many hosts at once (see the module docs). A database that

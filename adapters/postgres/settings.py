@@ -59,9 +59,7 @@ class PostgresSettings:
     pool_max: int = field(default=10, metadata=_bounded("POOL_MAX", 1, 1000))
     connect_timeout: float = field(default=5.0, metadata=_bounded("CONNECT_TIMEOUT", 1, 300))
     pool_timeout: float = field(default=10.0, metadata=_bounded("POOL_TIMEOUT", 0.1, 600))
-    statement_timeout: float = field(
-        default=30.0, metadata=_bounded("STATEMENT_TIMEOUT", 1, 3600)
-    )
+    statement_timeout: float = field(default=30.0, metadata=_bounded("STATEMENT_TIMEOUT", 1, 3600))
     max_deliveries: int = field(default=10, metadata=_bounded("MAX_DELIVERIES", 1, 1000))
     dedup_window: float = field(default=600.0, metadata=_bounded("DEDUP_WINDOW", 1, 604800))
     expire_every: float = field(

@@ -52,7 +52,9 @@ class PostgresStore(Store):
         self._owns_db = database is None
         self.db = database or Database(settings, name="cronwarden-store")
         q = quoted(settings.schema)
-        self._sql_get = f"SELECT data, version FROM {q}.records WHERE kind = %s AND job = %s AND id = %s"
+        self._sql_get = (
+            f"SELECT data, version FROM {q}.records WHERE kind = %s AND job = %s AND id = %s"
+        )
         self._sql_commit = f"SELECT {q}.commit_ops(%s, %s::jsonb)"
         self._sql_expire = (
             f"DELETE FROM {q}.records WHERE ctid = ANY(ARRAY("
