@@ -17,8 +17,8 @@ from .store import PostgresStore
 
 
 class PostgresProvider(Provider):
-    """Store and queue on one connection pool. Nothing connects before the first operation;
-    the schema is created or migrated then (see :mod:`.schema`)."""
+    """Store and queue on one connection pool, opened when the store or queue is first asked
+    for; the schema is created or migrated on the first operation (see :mod:`.schema`)."""
 
     name = "postgres"
 
