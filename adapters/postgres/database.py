@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("cronwarden.postgres")
 T = TypeVar("T")
 SERIALIZATION_RETRIES = 3
+CLIENT_GRACE = 5.0  #: seconds past statement_timeout before the client gives up on the server
 EXTRA_HINT = "pip install 'cronwarden[postgres]'"
 
 
@@ -85,6 +86,11 @@ class Database:
         )
         self.pool.open(wait=False)
         self._sweeper: _Sweeper | None = None
+        #: seconds a call may wait for the server before its connection is severed: the
+        #: server's own statement_timeout fires first unless the server cannot answer at all
+        #: (frozen, partitioned), which would otherwise block the caller until it is back.
+        self.deadline = settings.statement_timeout + CLIENT_GRACE
+        self._watchdog = _Watchdog()
 
     def connect_kwargs(self, name: str) -> dict[str, Any]:
         """Keyword arguments of every connection this database opens (pool and listener)."""
@@ -109,7 +115,7 @@ class Database:
         a lost connection means the outcome is unknown rather than "not applied"."""
         psycopg = self._psycopg
         for attempt in range(1, SERIALIZATION_RETRIES + 2):
-            with self._connection(what) as conn:
+            with self._connection(what) as conn, self._watchdog.guard(conn, self.deadline):
                 try:
                     return work(conn)
                 except psycopg.errors.SerializationFailure as exc:
@@ -144,7 +150,8 @@ class Database:
             ) from exc
         try:
             if not self._migrated:
-                self._migrate(conn, what)
+                with self._watchdog.guard(conn, self.deadline):
+                    self._migrate(conn, what)
             yield conn
         finally:
             if conn.broken or conn.closed:
@@ -209,6 +216,7 @@ class Database:
             sweeper, self._sweeper = self._sweeper, None
         if sweeper is not None:
             sweeper.stop()
+        self._watchdog.stop()
         with contextlib.suppress(Exception):
             self.pool.close()
 
@@ -254,3 +262,74 @@ class _Sweeper:
         self._stop.set()
         if self._started:
             self._thread.join(timeout=10)
+
+
+class _Watchdog:
+    """Severs the socket of a connection whose call outlived its deadline.
+
+    psycopg has no client-side statement timeout; a server that stops answering (SIGSTOP, a
+    partition) leaves the caller blocked in a read. Shutting the socket down makes that read
+    fail at once with an ``OperationalError`` (so a write in flight is reported as
+    :class:`CommitOutcomeUnknown`: the server may still apply it when it resumes).
+    """
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._calls: dict[int, tuple[float, Any]] = {}
+        self._next = 0
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def guard(self, conn: Any, seconds: float) -> Iterator[None]:
+        import time
+
+        with self._guard:
+            token = self._next
+            self._next += 1
+            self._calls[token] = (time.monotonic() + seconds, conn)
+            if self._thread is None and not self._stopping:
+                self._thread = threading.Thread(
+                    target=self._loop, name="cronwarden-pg-watchdog", daemon=True
+                )
+                self._thread.start()
+        try:
+            yield
+        finally:
+            with self._guard:
+                self._calls.pop(token, None)
+
+    def _loop(self) -> None:
+        import time
+
+        while not self._stopping:
+            now = time.monotonic()
+            with self._guard:
+                late = [c for deadline, c in self._calls.values() if deadline <= now]
+            for conn in late:
+                log.warning("Postgres did not answer within the deadline: severing the connection")
+                _sever(conn)
+            self._wake.wait(0.25)
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout=5)
+
+
+def _sever(conn: Any) -> None:
+    """Shut the connection's socket down (both directions) without closing its descriptor:
+    the blocked read returns at once and psycopg marks the connection broken."""
+    import os
+    import socket
+
+    with contextlib.suppress(Exception):
+        fd = conn.pgconn.socket
+        sock = socket.socket(fileno=os.dup(fd))
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.close()

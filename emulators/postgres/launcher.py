@@ -4,9 +4,9 @@
         print(server.dsn)        # postgresql://postgres@127.0.0.1:PORT/postgres
 
 The data directory, the Unix socket and the server log live in one temporary directory (owned
-by ``postgres`` when we run as root) that :meth:`PostgresServer.stop` removes. ``pg_ctl`` starts
-the postmaster in its own session, so :meth:`freeze` / :meth:`thaw` stop and resume the whole
-server (postmaster and backends) by process group, for outage tests.
+by ``postgres`` when we run as root) that :meth:`PostgresServer.stop` removes. :meth:`freeze` /
+:meth:`thaw` stop and resume the whole server (the postmaster and every backend, each of which
+is a session leader of its own) for outage tests.
 """
 
 from __future__ import annotations
@@ -199,27 +199,47 @@ class PostgresServer:
             return True
         return True
 
+    def processes(self) -> list[int]:
+        """The postmaster and its children (each backend is a session leader of its own, so a
+        process-group signal would miss them)."""
+        children = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry}/stat") as handle:
+                    # the command may hold spaces and parentheses: the ppid follows the last ")"
+                    ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+                if ppid == self.pid:
+                    children.append(int(entry))
+        return [self.pid, *children]
+
     def freeze(self) -> None:
-        """SIGSTOP the server's process group: connections hang, nothing is refused."""
-        os.killpg(os.getpgid(self.pid), signal.SIGSTOP)
+        """SIGSTOP the postmaster, then every server process: connections hang (the kernel
+        still accepts them), nothing is refused: the worst kind of outage."""
+        for pid in self.processes():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
 
     def thaw(self) -> None:
-        os.killpg(os.getpgid(self.pid), signal.SIGCONT)
+        for pid in reversed(self.processes()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
     def stop(self, *, grace: float = 30.0) -> None:
         """Fast shutdown by pid (SIGINT), SIGKILL of its process group after ``grace`` seconds,
         then remove the directory. Idempotent."""
         if self.pid and self.alive():
+            self.thaw()  # a frozen server cannot shut down
             with contextlib.suppress(ProcessLookupError):
-                pgid = os.getpgid(self.pid)
-                os.killpg(pgid, signal.SIGCONT)  # a frozen server cannot shut down
                 os.kill(self.pid, signal.SIGINT)
             end = time.monotonic() + grace
             while self.alive() and time.monotonic() < end:
                 time.sleep(0.05)
             if self.alive():
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(os.getpgid(self.pid), signal.SIGKILL)
+                for pid in self.processes():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
                 end = time.monotonic() + 10
                 while self.alive() and time.monotonic() < end:
                     time.sleep(0.05)

@@ -246,3 +246,43 @@ def test_conflict_names_the_failing_op_and_applies_nothing(
     with pytest.raises(CommitConflict) as foreign:
         store.commit([Update(RUN_KEY, {"fence": 3}, "etag-from-elsewhere")])
     assert foreign.value.reason == "version"
+
+
+def test_a_frozen_server_fails_calls_instead_of_hanging_them() -> None:
+    """The server's process group stopped (SIGSTOP): a commit in flight is reported as
+    outcome-unknown after the client deadline, a new call as unavailable; after SIGCONT the
+    same store works again."""
+    from cronwarden.emulators.postgres import PostgresServer
+
+    with PostgresServer() as server:
+        store = PostgresStore(
+            PostgresSettings(
+                dsn=server.dsn,
+                schema="frozen",
+                statement_timeout=1,
+                connect_timeout=1,
+                pool_timeout=2,
+                expire_every=0,
+            )
+        )
+        try:
+            store.commit([Merge(STATUS_KEY, {"n": 0})])
+            server.freeze()
+            try:
+                with pytest.raises(CommitOutcomeUnknown):
+                    store.commit([Merge(STATUS_KEY, {"n": 1})])
+                with pytest.raises(StoreUnavailable):
+                    store.get(STATUS_KEY)
+            finally:
+                server.thaw()
+            end = time.monotonic() + 60
+            while True:
+                try:
+                    record = store.get(STATUS_KEY)
+                    break
+                except StoreUnavailable:
+                    assert time.monotonic() < end, "the store did not recover after the thaw"
+                    time.sleep(0.2)
+            assert record is not None and record.data["n"] in (0, 1)  # unknown: either is fine
+        finally:
+            store.close()
