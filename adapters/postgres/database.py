@@ -185,7 +185,9 @@ class Database:
         if isinstance(exc, errors.QueryCanceled | errors.LockNotAvailable):
             return StoreUnavailable(f"{detail} (rolled back: nothing applied)")
         if isinstance(exc, errors.DataError):
-            return ValueError(f"Postgres refused the data: {detail}")
+            hint = " (JSON text in PostgreSQL cannot hold the NUL character \\u0000)"
+            nul = isinstance(exc, errors.UntranslatableCharacter)
+            return ValueError(f"Postgres refused the data: {detail}{hint if nul else ''}")
         if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
             if writes:
                 return CommitOutcomeUnknown(

@@ -235,7 +235,10 @@ class PostgresQueue(Queue):
             "enqueued_at, reason, description) "
             "SELECT seq, message_id, body, attributes, attempt, enqueued_at, %(reason)s, "
             "%(description)s FROM gone",
-            {"reason": reason or "Unspecified", "description": redact(description or "")},
+            {
+                "reason": _text(reason or "Unspecified"),
+                "description": _text(redact(description or "")),
+            },
         )
 
     # -- DeadLetters -------------------------------------------------------------------------
@@ -340,6 +343,11 @@ class PostgresQueue(Queue):
             wakeups.stop()
         if self._owns_db:
             self.db.close()
+
+
+def _text(value: str) -> str:
+    """``value`` storable in a text column (PostgreSQL text cannot hold NUL characters)."""
+    return value.replace("\x00", "\\x00")
 
 
 class _Wakeups(threading.Thread):
