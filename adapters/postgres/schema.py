@@ -110,6 +110,16 @@ BEGIN
             END IF;
             v_out := v_out || NULL::bigint;
         WHEN 'm' THEN
+          IF v_op -> 'n' = '{}'::jsonb AND v_op -> 'x' = '{}'::jsonb THEN
+            -- fields only (ledger marks, most status writes): a plain jsonb concatenation
+            INSERT INTO @S@.records AS r (kind, job, id, data, version, expire_at)
+            VALUES (v_op ->> 'k', p_job, v_op ->> 'i', v_op -> 'f', v_clock,
+                    (v_op ->> 'e')::timestamptz)
+            ON CONFLICT (kind, job, id) DO UPDATE
+               SET data = r.data || (v_op -> 'f'),
+                   version = v_clock,
+                   expire_at = COALESCE(EXCLUDED.expire_at, r.expire_at);
+          ELSE
             INSERT INTO @S@.records AS r (kind, job, id, data, version, expire_at)
             VALUES (v_op ->> 'k', p_job, v_op ->> 'i',
                     @S@.merge_data('{}'::jsonb, v_op -> 'f', v_op -> 'n', v_op -> 'x'),
@@ -118,6 +128,7 @@ BEGIN
                SET data = @S@.merge_data(r.data, v_op -> 'f', v_op -> 'n', v_op -> 'x'),
                    version = v_clock,
                    expire_at = COALESCE(EXCLUDED.expire_at, r.expire_at);
+          END IF;
             v_out := v_out || v_clock;
         ELSE
             RAISE EXCEPTION 'unknown op type %', v_op ->> 't';
