@@ -146,7 +146,7 @@ class Database:
             conn = self.pool.getconn()
         except Exception as exc:  # PoolTimeout, PoolClosed: nothing was sent
             raise StoreUnavailable(
-                redact(f"{what}: no connection to Postgres at {self._where}: {exc}")
+                redact(f"{what}: no connection to Postgres at {self._where}: {self._why(exc)}")
             ) from exc
         try:
             if not self._migrated:
@@ -158,6 +158,20 @@ class Database:
                 log.debug("discarding a broken connection")
             with contextlib.suppress(psycopg.Error, Exception):
                 self.pool.putconn(conn)
+
+    def _why(self, exc: BaseException) -> str:
+        """Why the pool has no connection: the pool only says it timed out, so try one direct
+        connection for the server's own reason (refused, unknown database, authentication)."""
+        psycopg = self._psycopg
+        try:
+            probe = psycopg.connect(self.settings.dsn, **self.connect_kwargs("cronwarden-probe"))
+        except psycopg.Error as error:
+            return f"{exc}; connecting directly: {str(error).strip()}"
+        probe.close()
+        return (
+            f"{exc}; the server does accept connections: every pooled connection is busy "
+            f"(raise CRONWARDEN_POSTGRES_POOL_MAX, now {self.settings.pool_max})"
+        )
 
     def _migrate(self, conn: psycopg.Connection[Any], what: str) -> None:
         psycopg = self._psycopg

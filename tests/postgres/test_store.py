@@ -155,6 +155,16 @@ def test_unreachable_server_is_unavailable_and_the_password_never_shows(
         store.close()
 
 
+def test_an_unknown_database_is_named_in_the_error(postgres_dsn: str) -> None:
+    dsn = postgres_dsn.rsplit("/", 1)[0] + "/no_such_db"
+    store = PostgresStore(PostgresSettings(dsn=dsn, schema="x", pool_timeout=1, expire_every=0))
+    try:
+        with pytest.raises(StoreUnavailable, match='database "no_such_db" does not exist'):
+            store.get(RUN_KEY)
+    finally:
+        store.close()
+
+
 def _hold_row_lock(dsn: str, schema: str, key: Key, release: threading.Event) -> threading.Thread:
     """Lock ``key``'s row in another session until ``release`` is set."""
     import psycopg
