@@ -25,14 +25,27 @@ JOBS = click.option(
     metavar="MODULE",
     help="Job module: a dotted name or a .py path (or $CRONWARDEN_JOBS).",
 )
-PROVIDER = click.option(
+_PROVIDER = click.option(
     "--provider",
     "-p",
     envvar=PROVIDER_ENV,
     default="local",
     show_default=True,
-    help="local, gcp or azure (or $CRONWARDEN_PROVIDER).",
+    help="local, gcp, azure or postgres (or $CRONWARDEN_PROVIDER).",
 )
+_DSN = click.option(
+    "--dsn",
+    expose_value=False,
+    callback=lambda ctx, _param, value: ctx.meta.__setitem__(_DSN_KEY, value) if value else None,
+    help="PostgreSQL DSN for --provider postgres (prefer $CRONWARDEN_POSTGRES_DSN: other users "
+    "can read a command line).",
+)
+_DSN_KEY = "cronwarden.dsn"
+
+
+def PROVIDER(command: Any) -> Any:
+    """``--provider`` and ``--dsn``."""
+    return _PROVIDER(_DSN(command))
 
 
 class _Fail(click.ClickException):
@@ -50,7 +63,13 @@ def _setup(jobs_target: str | None, provider_name: str) -> tuple[Any, Any]:
 
     configure()
     jobs = load_jobs(jobs_target) if jobs_target else None
-    return jobs, provider_from_env(provider_name)
+    options: dict[str, Any] = {}
+    dsn = click.get_current_context().meta.get(_DSN_KEY)
+    if dsn:
+        if provider_name.strip().lower() != "postgres":
+            raise _Fail("--dsn applies to --provider postgres only")
+        options["dsn"] = dsn
+    return jobs, provider_from_env(provider_name, **options)
 
 
 def _parse_time(text: str | None, name: str) -> datetime | None:

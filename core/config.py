@@ -1,6 +1,7 @@
 """Choosing a provider by configuration, and loading job modules.
 
-``CRONWARDEN_PROVIDER`` selects the provider (``local`` by default, ``gcp``, ``azure``); each
+``CRONWARDEN_PROVIDER`` selects the provider (``local`` by default, ``gcp``, ``azure``,
+``postgres``); each
 provider reads its own settings from the environment (see its ``from_env``). Job code never
 names a provider: moving clouds is a configuration change.
 """
@@ -24,6 +25,7 @@ PROVIDERS = {
     "local": "cronwarden.adapters.local:LocalProvider",
     "gcp": "cronwarden.adapters.gcp:GcpProvider",
     "azure": "cronwarden.adapters.azure:AzureProvider",
+    "postgres": "cronwarden.adapters.postgres:PostgresProvider",
 }
 
 
@@ -41,7 +43,7 @@ def provider_from_env(name: str | None = None, **options: Any) -> Provider:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        extra = {"gcp": "gcp", "azure": "azure"}.get(chosen)
+        extra = {"gcp": "gcp", "azure": "azure", "postgres": "postgres"}.get(chosen)
         hint = f" (pip install 'cronwarden[{extra}]')" if extra else ""
         raise ConfigurationError(f"provider {chosen!r} is not available: {exc}{hint}") from exc
     cls = getattr(module, attr)

@@ -30,7 +30,7 @@ from .logs import get_logger
 from .model import format_window
 from .notify import LogNotifier, Notifier
 from .ports import STATUS, Merge, Queue, Record, Store
-from .records import StatusRecord, iso, status_key_of
+from .records import StatusRecord, iso, parse_iso, status_key_of
 from .redaction import redact
 
 if TYPE_CHECKING:
@@ -202,7 +202,7 @@ class Watcher:
                 f"been running for {format_duration(now - started)}, over its max runtime of "
                 f"{format_duration(job.max_runtime)}. First check: the logs of run_id "
                 f"{status.get('run_id')} on {status.get('owner', '?')}; its lease expires at "
-                f"{_fmt(record.lease_expires, tz)} and another worker can "
+                f"{_fmt(parse_iso(status.get('lease_expires')), tz)} and another worker can "
                 "then take over.",
                 first_check="worker logs for the run id",
                 extra={"run_id": status.get("run_id")},

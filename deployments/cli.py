@@ -28,6 +28,9 @@ else:
     _ParamType = click.ParamType
 
 
+KUBERNETES_PROVIDER = "postgres"  #: self-hosted: Kubernetes manifests for the Postgres provider
+
+
 class _Provider(_ParamType):
     """A provider with a renderer (:mod:`cronwarden.deploy.renderers`), looked up only when the
     option is given: listing registered clouds reads the installed packages' entry points,
@@ -36,9 +39,11 @@ class _Provider(_ParamType):
     name = "provider"
 
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        return "[" + "|".join(renderers.builtin_names()) + "|...]"
+        return "[" + "|".join([*renderers.builtin_names(), KUBERNETES_PROVIDER]) + "|...]"
 
     def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        if value == KUBERNETES_PROVIDER:  # manifests, not Terraform: rendered by .kubernetes
+            return value
         try:
             renderers.get(value)
         except CronwardenError as exc:
@@ -57,7 +62,7 @@ def deploy() -> None:
     "-p",
     type=_Provider(),
     required=True,
-    help="Cloud that runs the jobs.",
+    help="Cloud that runs the jobs (postgres: Kubernetes manifests for the Postgres provider).",
 )
 @click.option(
     "--jobs",
@@ -108,6 +113,19 @@ def deploy() -> None:
     help="GCP only: push (a Cloud Function; runs of at most 570 s, the default) or pull (no "
     "worker function: run `python -m cronwarden.adapters.gcp.serve` on your own host).",
 )
+@click.option(
+    "--replicas",
+    type=click.IntRange(1, 100),
+    default=3,
+    show_default=True,
+    help="postgres only: replicas of `cronwarden run` in the Deployment.",
+)
+@click.option(
+    "--image",
+    default=None,
+    help="postgres only: the image the Deployment and CronJob run (built from the rendered "
+    "Dockerfile).",
+)
 def render(
     provider: str,
     jobs_target: str,
@@ -117,10 +135,18 @@ def render(
     wheel: Path | None,
     requirements: Path | None,
     gcp_worker: str | None,
+    replicas: int,
+    image: str | None,
 ) -> None:
-    """Render the Terraform root module(s) and function package(s) for the jobs of MODULE."""
+    """Render the Terraform root module(s) and function package(s) for the jobs of MODULE
+    (for postgres: Kubernetes manifests, a Dockerfile and the steps)."""
     from .render import render as do_render
 
+    if provider == KUBERNETES_PROVIDER:
+        if wheel or requirements or gcp_worker:
+            raise _Fail("--wheel, --requirements and --gcp-worker apply to gcp and azure only")
+        _render_kubernetes(jobs_target, out, prefix, replicas, image, watcher_provider)
+        return
     try:
         result = do_render(
             provider,
@@ -138,6 +164,26 @@ def render(
         click.echo(f"note: {note}", err=True)
     for root in result.roots:
         click.echo(f"rendered {root} ({len(result.plan.jobs)} job(s))")
+    click.echo(f"next: see {result.out / 'README.md'}")
+
+
+def _render_kubernetes(
+    jobs_target: str,
+    out: Path,
+    prefix: str,
+    replicas: int,
+    image: str | None,
+    watcher_provider: str | None,
+) -> None:
+    from .kubernetes import render_kubernetes
+
+    if watcher_provider not in (None, "postgres"):
+        raise _Fail("--watcher-provider: the Kubernetes recipe runs its watcher as a CronJob")
+    try:
+        result = render_kubernetes(jobs_target, out, prefix=prefix, replicas=replicas, image=image)
+    except CronwardenError as exc:
+        raise _Fail(str(exc)) from None
+    click.echo(f"rendered {result.out} ({result.jobs} job(s), {replicas} replica(s))")
     click.echo(f"next: see {result.out / 'README.md'}")
 
 
