@@ -34,10 +34,13 @@ from .records import (
     CONSECUTIVE_FAILURES,
     DUPLICATES,
     SKIPS_SINCE_SUCCESS,
+    WINDOWS_OPEN,
+    WINDOWS_RECORDED,
     LockRecord,
     RunRecord,
     lock_key_of,
     run_key_of,
+    status_excused,
     status_key_of,
     status_overlap_failed,
     status_skipped,
@@ -57,6 +60,10 @@ class Refused(enum.StrEnum):
     DEFERRED = "deferred"
     OVERLAP_FAILED = "overlap_failed"
     REJECTED = "rejected"
+    #: a delivery of a window whose run is already dead-lettered in the store: its dead
+    #: letter may never have reached the broker (a crash between the commit and the broker
+    #: call), so this delivery is dead-lettered again rather than acknowledged
+    DEAD_LETTERED = "dead_lettered"
 
 
 @dataclass(frozen=True)
@@ -134,10 +141,12 @@ class Claimer:
                 lease_expires=now + ttl,
             )
             ops: list[Op]
+            opened: dict[str, int] = {}  # window accounting: a new record opens its window
             if round_no == 0:
                 # Fast path: nothing exists yet (the common case). One round trip.
                 run = self._fresh(job, request, run_id, owner, payload_fp, now, ttl)
                 ops = [Create(run_k, run.to_data()), Create(lock_k, lock.to_data())]
+                opened = self._opened(recorded=1)
             else:
                 existing_run = self.store.get(run_k)
                 existing_lock = self.store.get(lock_k)
@@ -150,17 +159,19 @@ class Claimer:
                 if existing_run is None:
                     run = self._fresh(job, request, run_id, owner, payload_fp, now, ttl)
                     ops = [Create(run_k, run.to_data())]
+                    opened = self._opened(recorded=1)
                 else:
-                    run = self._takeover(
-                        RunRecord.from_data(existing_run.data), run_id, owner, redrive, now, ttl
-                    )
+                    old = RunRecord.from_data(existing_run.data)
+                    run = self._takeover(old, run_id, owner, redrive, now, ttl)
                     ops = [Update(run_k, run.to_data(), existing_run.version)]
+                    if old.state.settled:  # an excused window run by hand opens again
+                        opened = self._opened(recorded=0)
                 ops.append(
                     Create(lock_k, lock.to_data())
                     if existing_lock is None
                     else Update(lock_k, lock.to_data(), existing_lock.version)
                 )
-            ops.append(Merge(status_k, status_started(job.name, run, now)))
+            ops.append(Merge(status_k, status_started(job.name, run, now), opened))
             try:
                 versions = self.store.commit(ops)
             except CommitConflict:
@@ -187,6 +198,13 @@ class Claimer:
         )
         return Refusal(Refused.DEFERRED, delay=_backoff(job, 1), reason="contention")
 
+    def _opened(self, *, recorded: int) -> dict[str, int]:
+        """The accounting increments of a claim that opens a window (none on a store whose
+        increments cost a read: its watcher reads the run records instead)."""
+        if not self.store.capabilities.atomic_increment:
+            return {}
+        return {WINDOWS_RECORDED: recorded, WINDOWS_OPEN: 1} if recorded else {WINDOWS_OPEN: 1}
+
     # -- judging a conflict -----------------------------------------------------------------
     def judge(
         self,
@@ -211,9 +229,26 @@ class Claimer:
                 )
                 log.event(logging.ERROR, "run.rejected", detail, reason="PayloadMismatch")
                 return Refusal(Refused.REJECTED, reason="PayloadMismatch", detail=detail)
-            if run.state is RunState.SUCCEEDED or (
-                run.state is RunState.DEAD_LETTERED and redrive <= run.redrive
-            ):
+            if run.state is RunState.DEAD_LETTERED and redrive <= run.redrive:
+                detail = (
+                    f"{key} is dead-lettered in the store (attempt {run.attempt}); this "
+                    "delivery goes to the dead-letter queue too (redrive it, or "
+                    "`cronwarden dlq resolve`)"
+                )
+                log.event(
+                    logging.WARNING,
+                    "run.dead_lettered",
+                    f"{job.name}: {detail}",
+                    reason="AlreadyDeadLettered",
+                    state=run.state.value,
+                )
+                return Refusal(
+                    Refused.DEAD_LETTERED, reason="AlreadyDeadLettered", detail=detail
+                )
+            excused_fire = (
+                run.state is RunState.EXCUSED and request.reason == "schedule" and not redrive
+            )
+            if run.state is RunState.SUCCEEDED or excused_fire:
                 log.event(
                     logging.INFO,
                     "run.skipped",
@@ -255,19 +290,36 @@ class Claimer:
                     reason="in_progress",
                     detail=lock.holder,
                 )
-            return self._overlap(job, request, lock, now, log)
+            fresh_fire = request.reason == "schedule" and run_record is None and not redrive
+            return self._overlap(job, request, lock, now, log, fresh_fire=fresh_fire)
         return None
 
     def _overlap(
-        self, job: Job, request: RunRequest, lock: LockRecord, now: datetime, log: RunLogger
+        self,
+        job: Job,
+        request: RunRequest,
+        lock: LockRecord,
+        now: datetime,
+        log: RunLogger,
+        *,
+        fresh_fire: bool,
     ) -> Refusal:
+        """Another window holds the lock. The job's overlap policy applies to a new scheduled
+        fire only (``fresh_fire``: reason ``schedule``, no run record of the window yet, not a
+        redrive); a retry, redelivery, redrive, manual run, catch-up or backfill of an
+        unfinished window waits for the lock (DEFERRED: postponed without using up a delivery
+        attempt) and never skips or fails on it: skipping it would leave its window
+        unaccounted for."""
         key, holder = request.run_key, lock.holder
         policy = job.overlap
-        if {request.reason, lock.reason} & _CATCHING_UP:
+        if not fresh_fire or {request.reason, lock.reason} & _CATCHING_UP:
             # Catch-up and backfill runs queue behind each other and behind the current window;
             # skipping would drop the very windows they exist to fill.
             policy = Overlap.DEFER
         if policy is Overlap.SKIP:
+            if not self._excuse(job, request, holder, now):
+                # the window's record appeared meanwhile: judge the next delivery afresh
+                return Refusal(Refused.DEFERRED, delay=_backoff(job, 1), reason="contention")
             log.event(
                 logging.WARNING,
                 "run.skipped",
@@ -275,7 +327,6 @@ class Claimer:
                 reason="lock_held",
                 lock_owner=holder,
             )
-            self._record_skip(job, "lock_held", holder, now, overlap=True)
             return Refusal(Refused.SKIPPED, reason="lock_held", detail=holder)
         if policy is Overlap.DEFER:
             delay = _backoff(job, 1)
@@ -302,6 +353,39 @@ class Claimer:
             ]
         )
         return Refusal(Refused.OVERLAP_FAILED, reason="lock_held", detail=detail)
+
+    def _excuse(self, job: Job, request: RunRequest, holder: str, now: datetime) -> bool:
+        """Record a scheduled fire skipped by the overlap policy against its window (state
+        ``excused``, reason ``overlap_skip``) with the skip count, in one commit. False when
+        the window's run record exists by now (nothing written)."""
+        window_text = format_window(request.window)
+        run = RunRecord(
+            job=job.name,
+            window=window_text,
+            run_key=request.run_key,
+            state=RunState.EXCUSED,
+            finished_at=now,
+            expire_at=now + self.retention,
+            payload=request.payload,
+            payload_fp=fingerprint(request.payload),
+            reason=request.reason,
+            excused="overlap_skip",
+            excused_detail=f"lock held by {holder}",
+        )
+        increments = {SKIPS_SINCE_SUCCESS: 1}
+        if self.store.capabilities.atomic_increment:
+            increments[WINDOWS_RECORDED] = 1
+        fields = {**status_skipped("lock_held", holder, now), **status_excused(run, now)}
+        try:
+            self.store.commit(
+                [
+                    Create(run_key_of(job.name, window_text), run.to_data()),
+                    Merge(status_key_of(job.name), fields, increments),
+                ]
+            )
+        except CommitConflict:
+            return False
+        return True
 
     def _record_skip(
         self, job: Job, reason: str, holder: str, now: datetime, *, overlap: bool

@@ -42,6 +42,7 @@ from .ports import Merge, Store
 from .records import (
     CONSECUTIVE_FAILURES,
     LAST_SUCCESS_WINDOW_TS,
+    WINDOWS_OPEN,
     RunRecord,
     status_failed,
     status_key_of,
@@ -341,7 +342,8 @@ class Engine:
             fields.update(success)
         else:
             maximums = success  # raised, never lowered
-        status = Merge(status_key_of(job.name), fields, maximums=maximums)
+        closed = {WINDOWS_OPEN: -1} if self.store.capabilities.atomic_increment else {}
+        status = Merge(status_key_of(job.name), fields, closed, maximums=maximums)
         if not self._record(job, request, lease, run, status, ledger, log):
             return self._lease_lost(job, request, ctx)
         log.event(

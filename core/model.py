@@ -23,10 +23,20 @@ class RunState(enum.StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"  #: retryable: the next delivery takes the run over
     DEAD_LETTERED = "dead_lettered"
+    #: the window is accounted for without running: a scheduled fire skipped by the job's
+    #: declared overlap policy, a dead letter an operator resolved, or (later) a paused job;
+    #: the run record's ``excused`` field says which
+    EXCUSED = "excused"
 
     @property
     def terminal(self) -> bool:
-        return self in (RunState.SUCCEEDED, RunState.DEAD_LETTERED)
+        return self in (RunState.SUCCEEDED, RunState.DEAD_LETTERED, RunState.EXCUSED)
+
+    @property
+    def settled(self) -> bool:
+        """The window needs nothing more: it succeeded or is excused (a dead letter is
+        terminal for the queue but stays open, alerted, until redriven or resolved)."""
+        return self in (RunState.SUCCEEDED, RunState.EXCUSED)
 
 
 def format_window(window: datetime) -> str:

@@ -77,6 +77,7 @@ EXPIRE_AT = "expire_at"  #: the expiry field every backend's TTL policy reads
 
 # -- run ------------------------------------------------------------------------------------
 _RUN_TIMES = ("lease_expires", "started_at", "first_started_at", "finished_at", "expire_at")
+_OPTIONAL_RUN_FIELDS = ("duration_ms", "previous_run_id", "excused", "excused_detail")
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,10 @@ class RunRecord:
     counters: dict[str, int] = field(default_factory=dict)
     duration_ms: int | None = None
     previous_run_id: str | None = None
+    #: why the window is accounted for without a success (state ``excused``): ``overlap_skip``,
+    #: ``resolved`` (an operator's ``dlq resolve``), ``paused``; see ``excused_detail``
+    excused: str | None = None
+    excused_detail: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  #: fields this version does not know
 
     def lease_live(self, now: datetime) -> bool:
@@ -129,7 +134,7 @@ class RunRecord:
                 value = _iso_or_none(value)
             elif spec.name == "state":
                 value = value.value
-            elif spec.name in ("duration_ms", "previous_run_id") and value is None:
+            elif spec.name in _OPTIONAL_RUN_FIELDS and value is None:
                 continue  # absent until a run finishes / is taken over
             data[spec.name] = value
         return data
@@ -162,6 +167,8 @@ class RunRecord:
             counters=dict(data.get("counters") or {}),
             duration_ms=None if data.get("duration_ms") is None else _int(data["duration_ms"]),
             previous_run_id=_str_or_none(data.get("previous_run_id")),
+            excused=_str_or_none(data.get("excused")),
+            excused_detail=_str_or_none(data.get("excused_detail")),
             extra={k: v for k, v in data.items() if k not in known},
         )
 
@@ -214,6 +221,14 @@ SKIPS_SINCE_SUCCESS = "skips_since_success"
 DUPLICATES = "duplicates"
 LAST_SUCCESS_WINDOW_TS = "last_success_window_ts"
 FIRST_SEEN_AT = "first_seen_at"
+# Window accounting (docs/protocol.md, "Window accounting"). The two counters ride on the
+# commits a run already makes (increments; stores without ``atomic_increment`` leave them out
+# and their watcher reads instead); the checkpoint is written by the watcher.
+WINDOWS_RECORDED = "windows_recorded"  #: run records ever created for the job's windows
+WINDOWS_OPEN = "windows_open"  #: windows claimed and not yet succeeded / excused
+ACCOUNTED_THROUGH_TS = "accounted_through_ts"  #: every window <= this one is settled
+ACCOUNTED_BASE = "accounted_base"  #: ``windows_recorded`` minus records of later windows
+ALERTS = "alerts"
 
 
 @dataclass(frozen=True)
@@ -261,7 +276,36 @@ class StatusRecord:
 
     @property
     def alerts(self) -> list[str]:
-        return [str(a) for a in self.data.get("alerts") or []]
+        return [str(a) for a in self.data.get(ALERTS) or []]
+
+    @property
+    def window(self) -> str | None:
+        """The window of the latest claim (not necessarily the newest window)."""
+        return _str_or_none(self.data.get("window"))
+
+    @property
+    def lease_expires(self) -> datetime | None:
+        return parse_iso(self.data.get("lease_expires"))
+
+    @property
+    def windows_recorded(self) -> int | None:
+        """None when the job's runs do not keep the accounting counters."""
+        value = self.data.get(WINDOWS_RECORDED)
+        return None if value is None else _int(value)
+
+    @property
+    def windows_open(self) -> int | None:
+        value = self.data.get(WINDOWS_OPEN)
+        return None if value is None else _int(value)
+
+    @property
+    def accounted_through(self) -> datetime | None:
+        value = self.data.get(ACCOUNTED_THROUGH_TS)
+        return datetime.fromtimestamp(value, UTC) if isinstance(value, int) else None
+
+    @property
+    def accounted_base(self) -> int:
+        return _int(self.data.get(ACCOUNTED_BASE) or 0)
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> StatusRecord:
@@ -316,6 +360,15 @@ def status_failed(
         "duration_ms": duration_ms,
         "error_snippet": error,
         "error_type": error_type,
+    }
+
+
+def status_excused(run: RunRecord, now: datetime) -> dict[str, Any]:
+    """Status fields of a window excused without running (overlap skip, resolve, pause)."""
+    return {
+        "last_excused_window": run.window,
+        "last_excused_reason": run.excused,
+        "last_excused_at": iso(now),
     }
 
 
