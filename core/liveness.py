@@ -3,14 +3,21 @@
 One store query reads every job's status record; the watcher compares them with the job
 definitions and the clock and raises conditions:
 
-* ``missed``   no success for the latest window that is due (window + grace has passed);
+* ``missed``   a due window is unaccounted for (:mod:`cronwarden.accounting`): no success, not
+  in flight (queued within its grace, running with a live lease, failed with a retry due),
+  not dead-lettered, not excused. Named by the oldest such window and how many there are,
+  even when later windows succeeded. The job's status record proves most jobs fully
+  accounted for; the others cost one bounded read of their run records;
 * ``failing``  ``failure_threshold`` consecutive failures;
 * ``stuck``    running longer than its max runtime;
 * ``skipping`` ``skip_threshold`` lock-held skips since the last success (a lock that never frees);
-* ``dead_letters`` messages waiting in the dead-letter queue.
+* ``dead_letters`` dead-lettered windows in the store (per job: the store's record is the
+  truth, also when the broker's message is gone), and messages waiting in the dead-letter
+  queue (queue-wide).
 
-Alert state lives in the status records, so alerts fire on transitions only and recoveries are
-announced, whichever process runs the watcher next.
+Alert state lives in the status records and is written by compare-and-set, so a transition is
+notified once however many watchers run (the loser stays quiet), recoveries are announced,
+whichever process runs the watcher next.
 """
 
 from __future__ import annotations
@@ -19,18 +26,28 @@ import dataclasses
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+from .accounting import Accounting, account
 from .alerting.text import format_instant, job_fields, job_suffix
 from .durations import format_duration
 from .jobs import Job, JobSet
 from .logs import get_logger
 from .model import format_window
 from .notify import LogNotifier, Notifier
-from .ports import STATUS, Merge, Queue, Record, Store
-from .records import StatusRecord, iso, parse_iso, status_key_of
+from .errors import CommitConflict
+from .ports import STATUS, Create, Merge, Queue, Record, Store, Update
+from .records import (
+    ACCOUNTED_BASE,
+    ACCOUNTED_THROUGH_TS,
+    ALERTS,
+    StatusRecord,
+    iso,
+    parse_iso,
+    status_key_of,
+)
 from .redaction import redact
 
 if TYPE_CHECKING:
@@ -80,6 +97,17 @@ class JobHealth:
     last_success: datetime | None
     last_success_window: datetime | None
     expected_next: datetime
+    #: the window accounting this check did (gaps, dead letters, states it read)
+    accounting: Accounting = field(default_factory=Accounting)
+    #: the job's grace: a window with no record is missed at window + grace (see
+    #: :mod:`cronwarden.accounting` for running and failed windows)
+    grace: timedelta | None = None
+
+    @property
+    def threshold(self) -> str:
+        """The ``missed`` rule for this job, in words (``status`` shows it)."""
+        grace = format_duration(self.grace) if self.grace is not None else "?"
+        return f"window + {grace} (+ while a live lease runs)"
 
     @property
     def healthy(self) -> bool:
@@ -125,8 +153,12 @@ class Watcher:
         notifiers: Sequence[Notifier] | None = None,
         clock: Any = None,
         hooks: Sequence[CheckHook] | None = None,
+        horizon: timedelta = timedelta(days=30),
     ) -> None:
+        """``horizon``: how far back windows are accounted for (default the records'
+        retention, 30 days)."""
         self.jobs = jobs
+        self.horizon = horizon
         self.store = store
         self.queue = queue
         self.notifiers = list(notifiers) if notifiers is not None else [LogNotifier()]
@@ -154,27 +186,44 @@ class Watcher:
         last_success = record.last_success_at
         expected_next = job.schedule.next_after(now)
         tz = job.schedule.tz
-        first_seen = record.first_seen_at or now
         grace = job.grace_at(now)
-        due = job.schedule.floor(now - grace)
         common = {"last_success": last_success, "expected_next": expected_next}
+        accounting = account(self.store, job, status, now, horizon=self.horizon)
 
-        # ``due`` is owed once the job was known by then: watched since before it, or with a
-        # success on record (a job first seen after ``due`` owes nothing for it).
-        owed = due > first_seen or last_window is not None
-        if owed and (last_window is None or last_window < due):
+        gaps = accounting.gaps
+        if gaps:
+            oldest = gaps[0]
+            more = f" and {len(gaps) - 1} more unaccounted window(s)" if len(gaps) > 1 else ""
             conditions[Condition.MISSED] = Alert(
                 job.name,
                 Condition.MISSED,
                 True,
-                f"{job.name} missed: no success for the {format_window(due)} window "
-                f"({_fmt(due, tz)}; grace {format_duration(grace)}); last success "
+                f"{job.name} missed: no success for the {oldest.window_text} window "
+                f"({_fmt(oldest.window, tz)}; {oldest.detail}; grace "
+                f"{format_duration(job.grace_at(oldest.window))}){more}; last success "
                 f"{_fmt(last_success, tz)}, next run expected {_fmt(expected_next, tz)}. "
                 "First check: is the scheduler "
                 "firing (Cloud Scheduler job / timer trigger / `cronwarden run`) and is a "
-                "worker consuming the queue? Then the lock record and recent deploys.",
+                "worker consuming the queue? Then the lock record and recent deploys; "
+                f"`cronwarden backfill {job.name}` runs the window.",
                 first_check="scheduler and worker",
-                extra={"window": format_window(due)},
+                extra={"window": oldest.window_text, "unaccounted": len(gaps)},
+                **common,
+            )
+        dead = accounting.dead_letters
+        if dead:
+            oldest = dead[0]
+            conditions[Condition.DEAD_LETTERS] = Alert(
+                job.name,
+                Condition.DEAD_LETTERS,
+                True,
+                f"{job.name}: {len(dead)} dead-lettered window(s), oldest "
+                f"{oldest.window_text}: {redact(oldest.detail)}. First check: "
+                f"`cronwarden dlq windows` for the reasons; fix the cause, then `cronwarden dlq "
+                f"redrive --job {job.name} --window {oldest.window_text}` (or `cronwarden dlq "
+                "resolve ... --reason`).",
+                first_check="cronwarden dlq windows",
+                extra={"window": oldest.window_text, "dead_lettered": len(dead)},
                 **common,
             )
         failures = record.consecutive_failures
@@ -222,7 +271,9 @@ class Watcher:
                 **common,
             )
         conditions = {kind: _about(job, alert) for kind, alert in conditions.items()}
-        return JobHealth(job, status, conditions, last_success, last_window, expected_next)
+        return JobHealth(
+            job, status, conditions, last_success, last_window, expected_next, accounting, grace
+        )
 
     # -- checking with transitions ----------------------------------------------------------
     def check(self) -> Report:
@@ -253,30 +304,36 @@ class Watcher:
     def _check(self) -> Report:
         now = self.clock()
         statuses = self.store.query(STATUS)
+        records = {r.key.job: r for r in statuses}
         depth = self.queue.dlq_depth() if self.queue is not None else None
         health, watcher_status = self.evaluate(statuses, now, depth)
         fired: list[Alert] = []
         recovered: list[Alert] = []
         active: list[Alert] = []
         for item in health:
-            previous = set(item.status.get("alerts") or [])
+            previous = set(item.status.get(ALERTS) or [])
             current = {c.value for c in item.conditions}
             active.extend(item.conditions.values())
-            new = [a for c, a in item.conditions.items() if c.value not in previous]
-            gone = [
-                self._recovery(item, Condition(c))
-                for c in sorted(previous - current)
-                if c in Condition.__members__.values()
-            ]
-            fired += new
-            recovered += gone
             fields: dict[str, Any] = {}
-            if current != previous:
-                fields.update(alerts=sorted(current), alerts_updated_at=iso(now))
             if "first_seen_at" not in item.status:
                 fields["first_seen_at"] = iso(now)
                 fields.setdefault("job_name", item.job.name)
-            if fields:
+            checkpoint = item.accounting.checkpoint
+            if checkpoint is not None:
+                fields[ACCOUNTED_THROUGH_TS] = int(checkpoint[0].timestamp())
+                fields[ACCOUNTED_BASE] = checkpoint[1]
+            if current != previous:
+                fields.update({ALERTS: sorted(current), "alerts_updated_at": iso(now)})
+                won = self._set_alerts(item.job.name, records.get(item.job.name), fields)
+                if not won:
+                    continue  # another watcher notified this transition (or will)
+                fired += [a for c, a in item.conditions.items() if c.value not in previous]
+                recovered += [
+                    self._recovery(item, Condition(c))
+                    for c in sorted(previous - current)
+                    if c in Condition.__members__.values()
+                ]
+            elif fields:
                 self.store.commit([Merge(status_key_of(item.job.name), fields)])
         if depth is not None:
             had = bool(watcher_status.get("alerts"))
@@ -304,22 +361,44 @@ class Watcher:
                     )
                 )
             if had != (depth > 0):
-                self.store.commit(
-                    [
-                        Merge(
-                            status_key_of(WATCHER_RECORD),
-                            {
-                                "alerts": [Condition.DEAD_LETTERS.value] if depth > 0 else [],
-                                "alerts_updated_at": iso(now),
-                                "dlq_depth": depth,
-                            },
-                        )
-                    ]
+                won = self._set_alerts(
+                    WATCHER_RECORD,
+                    records.get(WATCHER_RECORD),
+                    {
+                        ALERTS: [Condition.DEAD_LETTERS.value] if depth > 0 else [],
+                        "alerts_updated_at": iso(now),
+                        "dlq_depth": depth,
+                    },
                 )
+                if not won:  # another watcher announced it
+                    fired = [a for a in fired if a.job != WATCHER_RECORD]
+                    recovered = [a for a in recovered if a.job != WATCHER_RECORD]
         for alert in fired + recovered:
             for notifier in self.notifiers:
                 notifier.notify(alert)
         return Report(health, depth, active, fired, recovered, watcher_status)
+
+    def _set_alerts(self, name: str, seen: Record | None, fields: dict[str, Any]) -> bool:
+        """Write a job's new alert state by compare-and-set against the status record this
+        check read. True when this watcher made the transition (and so notifies it); False
+        when another watcher did first (the loser stays quiet). A conflict caused by a run's
+        own status write (the alerts unchanged) is retried against the fresh record."""
+        key = status_key_of(name)
+        wanted = set(fields[ALERTS])
+        before = set((seen.data if seen is not None else {}).get(ALERTS) or [])
+        for _ in range(4):
+            try:
+                if seen is None:
+                    self.store.commit([Create(key, fields)])
+                else:
+                    self.store.commit([Update(key, {**seen.data, **fields}, seen.version)])
+                return True
+            except CommitConflict:
+                seen = self.store.get(key)
+                now_alerts = set((seen.data if seen is not None else {}).get(ALERTS) or [])
+                if now_alerts != before or now_alerts == wanted:
+                    return False  # another watcher wrote the alert state first
+        return False
 
     def _recovery(self, item: JobHealth, kind: Condition) -> Alert:
         tz = item.job.schedule.tz

@@ -107,6 +107,8 @@ def test_alerts_name_owner_tags_description_and_both_timezones(
 
     clock.set(at("2026-01-21T03:01Z"))
     berlin.engine.execute(RunRequest("nightly-export", at("2026-01-21T01:00Z")))
+    # [windows] the missed 2026-01-20 window must run too before missed recovers
+    berlin.engine.execute(RunRequest("nightly-export", at("2026-01-20T01:00Z"), reason="backfill"))
     recovered = watcher.check().recovered
     assert [a.kind for a in recovered] == [Condition.MISSED]
     assert "Owner: team-data" in recovered[0].text and "CET" in recovered[0].text
