@@ -87,10 +87,24 @@ def grace_of(job: Job, window: datetime) -> timedelta:
     return job.grace_at(window)
 
 
-def window_state(job: Job, window: datetime, run: RunRecord | None, now: datetime) -> WindowState:
-    """Where ``window`` stands, given its run record (None: there is none)."""
+def window_state(
+    job: Job,
+    window: datetime,
+    run: RunRecord | None,
+    now: datetime,
+    *,
+    ticking: bool = False,
+) -> WindowState:
+    """Where ``window`` stands, given its run record (None: there is none). ``ticking``: a
+    later window of the job has a run record (its trigger fires), so a job with a catch-up
+    policy will enqueue a missing window while it is within the policy's reach."""
     grace = grace_of(job, window)
     name = job.name
+    within = job.catch_up.within
+    if run is None and ticking and within is not None and now < window + within:
+        return WindowState(
+            name, window, WindowStatus.QUEUED, None, window + within, "catch-up will enqueue it"
+        )
     if run is None:
         gap_at = window + grace
         state = WindowStatus.GAP if now >= gap_at else WindowStatus.QUEUED
@@ -155,7 +169,17 @@ def window_states(
     if not windows:
         return []
     runs = _runs(store, job, windows[0], windows[-1])
-    return [window_state(job, w, runs.get(format_window(w)), now) for w in windows]
+    return _states(job, windows, runs, now)
+
+
+def _states(
+    job: Job, windows: list[datetime], runs: Mapping[str, RunRecord], now: datetime
+) -> list[WindowState]:
+    newest = max(runs, default="")
+    return [
+        window_state(job, w, runs.get(format_window(w)), now, ticking=format_window(w) < newest)
+        for w in windows
+    ]
 
 
 # -- what the watcher does per job --------------------------------------------------------------
@@ -256,7 +280,7 @@ def account(
             candidates.append(job.schedule.next_after(first_seen))
         start = max(min(candidates, default=latest), start)
     windows = _due_windows(job, start, latest, MAX_WINDOWS_PER_CHECK)
-    states = [window_state(job, w, runs.get(format_window(w)), now) for w in windows]
+    states = _states(job, windows, runs, now)
     return Accounting(states, True, _checkpoint(states, runs, record, through))
 
 
