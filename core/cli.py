@@ -147,6 +147,8 @@ def trigger(jobs_target: str, provider: str, job_name: str, window: str | None, 
     try:
         runner = LocalRunner(jobs, prov, workers=1)
         when = _parse_time(window, "--window") or runner.engine.now()
+        if window is not None:
+            when = _checked_window(job, when, runner.engine.now())
         requests = runner.trigger.tick(job.name, when, reason="manual")
         for request in requests:
             click.echo(f"enqueued {request.run_key}")
@@ -298,6 +300,9 @@ def dlq_redrive(provider: str, limit: int) -> None:
     click.echo(f"redrove {moved} message(s)")
 
 
+__import__("cronwarden.cli_windows").cli_windows.mount(dlq)  # dlq windows / resolve / by window
+
+
 @cli.command()
 @JOBS
 @PROVIDER
@@ -340,6 +345,16 @@ def backfill(
             runner.drain()
     finally:
         prov.close()
+
+
+def _checked_window(job: Any, when: datetime, now: datetime) -> datetime:
+    from .trigger import WindowRefused, check_window
+
+    try:
+        return check_window(job, when, now)
+    except WindowRefused as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
 
 
 def _print_status(report: Any) -> None:

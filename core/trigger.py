@@ -99,6 +99,37 @@ class Trigger:
         return job
 
 
+class WindowRefused(ValueError):
+    """A requested window is not one of the job's windows, or is in the future."""
+
+
+def check_window(job: Job, when: datetime, now: datetime) -> datetime:
+    """``when`` as a window of ``job`` that may run by hand now; else :class:`WindowRefused`
+    with one line naming the nearest windows before and after.
+
+    A window must be one of the schedule's (no silent flooring: ``--window 02:07`` of an
+    hourly job is refused, not run as 02:00) and not in the future (a run of a future window
+    would sit among the job's records as if that time had come)."""
+    when, now = utc(when), utc(now)
+    latest = job.schedule.floor(now)
+    if when > latest:
+        raise WindowRefused(
+            f"{job.name}: window {when:%Y-%m-%dT%H:%MZ} is in the future; the latest due "
+            f"window is {format_window(latest)} (next {format_window(job.schedule.next_after(now))})"
+        )
+    floor = job.schedule.floor(when)
+    if floor != when:
+        after = job.schedule.next_after(floor)
+        nearest = f"nearest windows: {format_window(floor)} before, " + (
+            f"{format_window(after)} after" if after <= latest else "none due after"
+        )
+        raise WindowRefused(
+            f"{job.name}: {when:%Y-%m-%dT%H:%M:%SZ} is not a window of {job.schedule.cron} "
+            f"({job.schedule.timezone}); {nearest}"
+        )
+    return when
+
+
 def _redrive_generation(attributes: Mapping[str, str]) -> int:
     try:
         return max(0, int(attributes.get(REDRIVE_ATTRIBUTE, "0")))
@@ -237,6 +268,8 @@ class Worker:
 
 __all__ = [
     "MAX_POSTPONEMENTS",
+    "WindowRefused",
+    "check_window",
     "POSTPONED_ATTRIBUTE",
     "Decision",
     "OutcomeKind",
