@@ -37,7 +37,7 @@ from datetime import datetime, timedelta
 
 from .jobs import Job
 from .model import RunState, format_window, parse_window
-from .ports import RUN, Record, Store
+from .ports import RUN, Store
 from .records import RunRecord, StatusRecord
 from .schedule import utc
 
@@ -149,7 +149,9 @@ def _due_windows(job: Job, start: datetime, end: datetime, limit: int) -> list[d
 
 
 def _runs(store: Store, job: Job, start: datetime, end: datetime) -> dict[str, RunRecord]:
-    records = store.query(RUN, job.name, start=format_window(start), end=format_window(end) + "\x7f")
+    records = store.query(
+        RUN, job.name, start=format_window(start), end=format_window(end) + "\x7f"
+    )
     return {r.key.id: RunRecord.from_data(r.data) for r in records}
 
 

@@ -242,9 +242,7 @@ class Claimer:
                     reason="AlreadyDeadLettered",
                     state=run.state.value,
                 )
-                return Refusal(
-                    Refused.DEAD_LETTERED, reason="AlreadyDeadLettered", detail=detail
-                )
+                return Refusal(Refused.DEAD_LETTERED, reason="AlreadyDeadLettered", detail=detail)
             excused_fire = (
                 run.state is RunState.EXCUSED and request.reason == "schedule" and not redrive
             )

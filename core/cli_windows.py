@@ -226,7 +226,9 @@ def mount(dlq: click.Group) -> None:
     @click.option("--job", "job_name", required=True)
     @click.option("--window", required=True, help="The window (ISO, UTC).")
     @click.option("--reason", required=True, help="Why this window needs no run (recorded).")
-    def dlq_resolve(jobs_target: str, provider: str, job_name: str, window: str, reason: str) -> None:
+    def dlq_resolve(
+        jobs_target: str, provider: str, job_name: str, window: str, reason: str
+    ) -> None:
         """Account for a dead-lettered (or never-run) window without running it."""
         jobs, prov = _setup(jobs_target, provider)
         job = _job(jobs, job_name)
@@ -246,7 +248,7 @@ def mount(dlq: click.Group) -> None:
     previous: Callable[..., Any] = original.callback  # type: ignore[assignment]
 
     @click.pass_context
-    def redrive(ctx: click.Context, **kwargs: Any) -> None:
+    def redrive(ctx: click.Context, /, **kwargs: Any) -> None:
         job_name, window = kwargs.pop("job_name"), kwargs.pop("window")
         jobs_target = kwargs.pop("jobs_target")
         if job_name is None and window is None:

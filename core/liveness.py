@@ -33,11 +33,10 @@ from zoneinfo import ZoneInfo
 from .accounting import Accounting, account
 from .alerting.text import format_instant, job_fields, job_suffix
 from .durations import format_duration
+from .errors import CommitConflict
 from .jobs import Job, JobSet
 from .logs import get_logger
-from .model import format_window
 from .notify import LogNotifier, Notifier
-from .errors import CommitConflict
 from .ports import STATUS, Create, Merge, Queue, Record, Store, Update
 from .records import (
     ACCOUNTED_BASE,

@@ -113,9 +113,10 @@ def check_window(job: Job, when: datetime, now: datetime) -> datetime:
     when, now = utc(when), utc(now)
     latest = job.schedule.floor(now)
     if when > latest:
+        upcoming = format_window(job.schedule.next_after(now))
         raise WindowRefused(
-            f"{job.name}: window {when:%Y-%m-%dT%H:%MZ} is in the future; the latest due "
-            f"window is {format_window(latest)} (next {format_window(job.schedule.next_after(now))})"
+            f"{job.name}: window {when:%Y-%m-%dT%H:%MZ} is in the future; nearest windows: "
+            f"{format_window(latest)} before (the latest due), {upcoming} after (not due yet)"
         )
     floor = job.schedule.floor(when)
     if floor != when:
@@ -268,13 +269,13 @@ class Worker:
 
 __all__ = [
     "MAX_POSTPONEMENTS",
-    "WindowRefused",
-    "check_window",
     "POSTPONED_ATTRIBUTE",
     "Decision",
     "OutcomeKind",
     "Trigger",
+    "WindowRefused",
     "Worker",
+    "check_window",
     "lease_visibility",
     "request_attributes",
 ]

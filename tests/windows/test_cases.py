@@ -111,10 +111,7 @@ def _job(h: Harness) -> cronwarden.Job:
 
 def _states(h: Harness, clock: FakeClock) -> dict[str, str]:
     job = _job(h)
-    return {
-        s.window_text: s.state.value
-        for s in window_states(h.store, job, W1, clock(), clock())
-    }
+    return {s.window_text: s.state.value for s in window_states(h.store, job, W1, clock(), clock())}
 
 
 # -- case 1 ------------------------------------------------------------------------------------
@@ -134,7 +131,9 @@ def test_1_failed_retry_behind_the_next_windows_lock_waits_and_runs(
         assert verdict_for(retry).action is Action.POSTPONE
         # a new scheduled fire of another window still gets the declared policy
         fresh = h.engine.execute(RunRequest(job.name, W3))
-        expected = OutcomeKind.SKIPPED if job.overlap.value == "skip" else OutcomeKind.OVERLAP_FAILED
+        expected = (
+            OutcomeKind.SKIPPED if job.overlap.value == "skip" else OutcomeKind.OVERLAP_FAILED
+        )
         assert fresh.kind is expected
     assert h.engine.execute(RunRequest(job.name, W1)).kind is OutcomeKind.SUCCEEDED
     states = _states(h, clock)
@@ -277,7 +276,9 @@ def test_3_resolve_records_the_reason_and_ends_the_alert(
         with pytest.raises(WindowActionRefused):
             resolve_window(h.store, job, W1, "  ", actor="ops", now=clock())
         run = resolve_window(h.store, job, W1, "data re-sent by hand", actor="ops", now=clock())
-        assert run.excused == "resolved" and "data re-sent by hand (by ops" in str(run.excused_detail)
+        assert run.excused == "resolved" and "data re-sent by hand (by ops" in str(
+            run.excused_detail
+        )
         report = w.check()
         assert report.ok and [a.kind for a in report.recovered] == [Condition.DEAD_LETTERS]
         assert _states(h, clock)["2026-01-20T10:00Z"] == "excused"
