@@ -140,11 +140,17 @@ def window_state(
 
 
 def _due_windows(job: Job, start: datetime, end: datetime, limit: int) -> list[datetime]:
+    """Windows ``start <= w <= end``, oldest first, at most ``limit``. Steps through the
+    schedule's cached stepping (a fleet shares a few schedules, and the watcher asks the same
+    questions for every job of one)."""
+    schedule = job.schedule
+    window = schedule.floor(start)
+    if window < start:
+        window = schedule.next_after(window)
     windows: list[datetime] = []
-    for window in job.schedule.windows(start, end):
+    while window <= end and len(windows) < limit:
         windows.append(window)
-        if len(windows) >= limit:
-            break
+        window = schedule.next_after(window)
     return windows
 
 
