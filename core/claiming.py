@@ -120,8 +120,14 @@ class Claimer:
         redrive: int,
         ttl: timedelta,
         log: RunLogger,
+        *,
+        after: datetime | None = None,
     ) -> Claim | Refusal:
         window_text = format_window(request.window)
+        if after is not None and request.reason in _CATCHING_UP:
+            waiting = self._predecessor_pending(job, request, after, log)
+            if waiting is not None:
+                return waiting
         run_k, lock_k, status_k = (
             run_key_of(job.name, window_text),
             lock_key_of(job.name),
@@ -197,6 +203,33 @@ class Claimer:
             reason="contention",
         )
         return Refusal(Refused.DEFERRED, delay=_backoff(job, 1), reason="contention")
+
+    def _predecessor_pending(
+        self, job: Job, request: RunRequest, after: datetime, log: RunLogger
+    ) -> Refusal | None:
+        """Catch-up and backfill run oldest-first per job with any number of workers: a
+        window waits (DEFERRED, no delivery attempt used) while the window before it in its
+        batch can still run: no run record yet (its request is queued), failed (a retry is
+        due) or running. One read, on the catch-up path only."""
+        if after >= request.window:
+            return None
+        record = self.store.get(run_key_of(job.name, format_window(after)))
+        state = None if record is None else RunRecord.from_data(record.data).state
+        if state is not None and state not in (RunState.FAILED, RunState.RUNNING):
+            return None
+        detail = f"waits for the older window {format_window(after)} ({state or 'queued'})"
+        log.event(
+            logging.INFO,
+            "run.deferred",
+            f"{job.name}: {request.run_key} {detail}",
+            reason="older_window_first",
+        )
+        return Refusal(
+            Refused.DEFERRED,
+            delay=max(1.0, _backoff(job, 1)),
+            reason="older_window_first",
+            detail=detail,
+        )
 
     def _opened(self, *, recorded: int) -> dict[str, int]:
         """The accounting increments of a claim that opens a window (none on a store whose

@@ -337,9 +337,10 @@ def backfill(
         windows = missing_windows(runner.store, job, first, last, limit=limit)
         with Progress(transient=False) as progress:
             task = progress.add_task(f"backfill {job.name}", total=len(windows))
-            for window in windows:
-                runner.trigger.publish(RunRequest(job.name, window, reason="backfill"))
-                progress.advance(task)
+            runner.trigger.publish_oldest_first(
+                [RunRequest(job.name, window, reason="backfill") for window in windows]
+            )
+            progress.advance(task, len(windows))
         click.echo(f"enqueued {len(windows)} window(s)")
         if wait:
             runner.drain()

@@ -166,6 +166,7 @@ class Engine:
         *,
         redrive: int = 0,
         on_renew: Callable[[], None] | None = None,
+        after: datetime | None = None,
     ) -> Outcome:
         """Run ``request`` once under the protocol; never raises for handler errors.
 
@@ -191,7 +192,7 @@ class Engine:
                 "worker": self.worker_id,
             },
         )
-        claimed = self.claim(job, request, run_id=run_id, redrive=redrive, log=log)
+        claimed = self.claim(job, request, run_id=run_id, redrive=redrive, log=log, after=after)
         if isinstance(claimed, Outcome):
             return claimed
         return self._run(job, request, claimed, log, on_renew)
@@ -205,13 +206,18 @@ class Engine:
         run_id: str | None = None,
         redrive: int = 0,
         log: RunLogger | None = None,
+        after: datetime | None = None,
     ) -> Claim | Outcome:
         """Claim ``request``'s run key for this worker: a :class:`~cronwarden.claiming.Claim`
         (the lease is then this caller's to write through and finish), or the outcome that
-        refuses it. ``execute`` does this, then runs the handler and records its result."""
+        refuses it. ``execute`` does this, then runs the handler and records its result.
+        ``after``: the window a catch-up or backfill request follows in its batch; it waits
+        while that one can still run."""
         run_id = run_id or new_run_id(self.now())
         log = log or RunLogger(get_logger("run"), {"job": job.name, "run_key": request.run_key})
-        claimed = self.claimer.claim(job, request, run_id, redrive, self.lease_ttl(job), log)
+        claimed = self.claimer.claim(
+            job, request, run_id, redrive, self.lease_ttl(job), log, after=after
+        )
         if isinstance(claimed, Refusal):
             return Outcome(
                 OutcomeKind(claimed.kind.value),

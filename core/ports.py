@@ -364,6 +364,8 @@ class DeadLetter:
 
 REDRIVE_ATTRIBUTE = "cw-redrive"  #: redrive generation a redriven message carries (1, 2, ...)
 REASON_ATTRIBUTE = "cw-dead-letter-reason"
+#: the window a catch-up / backfill request follows (its predecessor in one oldest-first batch)
+AFTER_ATTRIBUTE = "cw-after"
 
 
 @dataclass(frozen=True)

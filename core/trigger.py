@@ -21,8 +21,8 @@ from .engine import Engine, Outcome, OutcomeKind
 from .errors import MalformedRunRequest
 from .jobs import Job, JobSet
 from .logs import get_logger
-from .model import RunRequest, format_window
-from .ports import REDRIVE_ATTRIBUTE, Delivery, Publisher, Queue, Store
+from .model import RunRequest, format_window, parse_window
+from .ports import AFTER_ATTRIBUTE, REDRIVE_ATTRIBUTE, Delivery, Publisher, Queue, Store
 from .redaction import redact
 from .schedule import utc
 from .settlement import (
@@ -68,14 +68,27 @@ class Trigger:
                 for w in catch_up_windows(self.store, job, window)
             ]
         requests.append(RunRequest(job.name, window, reason=reason))
-        for request in requests:
-            self.publish(request)
+        self.publish_oldest_first(requests[:-1])
+        self.publish(requests[-1])
         return requests
 
-    def publish(self, request: RunRequest, *, delay: float = 0.0) -> None:
+    def publish_oldest_first(self, requests: list[RunRequest]) -> None:
+        """Publish a batch of catch-up / backfill requests of one job so that they run oldest
+        first with any number of workers: each carries the window before it
+        (:data:`~cronwarden.ports.AFTER_ATTRIBUTE`) and waits while that one can still run."""
+        ordered = sorted(requests, key=lambda r: r.window)
+        for previous, request in zip([None, *ordered], ordered, strict=False):
+            self.publish(request, after=None if previous is None else previous.window)
+
+    def publish(
+        self, request: RunRequest, *, delay: float = 0.0, after: datetime | None = None
+    ) -> None:
+        attributes = request_attributes(request)
+        if after is not None:
+            attributes[AFTER_ATTRIBUTE] = format_window(after)
         self.queue.publish(
             request.to_json(),
-            attributes=request_attributes(request),
+            attributes=attributes,
             dedup_id=request.run_key,
             delay=delay,
         )
@@ -138,6 +151,16 @@ def _redrive_generation(attributes: Mapping[str, str]) -> int:
         return 0
 
 
+def _after(attributes: Mapping[str, str]) -> datetime | None:
+    text = attributes.get(AFTER_ATTRIBUTE)
+    if not text:
+        return None
+    try:
+        return parse_window(text)
+    except MalformedRunRequest:
+        return None
+
+
 def lease_visibility(engine: Engine) -> float:
     """How long a pulled delivery stays invisible: the longest lease TTL plus one renewal
     interval (``ttl * (1 + renew_fraction)``), 60 s without jobs.
@@ -198,7 +221,10 @@ class Worker:
             return Decision(self._reject(delivery, "MalformedRequest", str(exc)))
         try:
             outcome = self.engine.execute(
-                request, redrive=_redrive_generation(delivery.attributes), on_renew=extend
+                request,
+                redrive=_redrive_generation(delivery.attributes),
+                on_renew=extend,
+                after=_after(delivery.attributes),
             )
         except MalformedRunRequest as exc:
             return Decision(self._reject(delivery, "MalformedRequest", str(exc)))

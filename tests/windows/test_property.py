@@ -75,7 +75,7 @@ def _step(w: dict[str, Any], action: str) -> None:
         for delivery in queue.receive(1, visibility=w["worker"].visibility):
             request = RunRequest.from_json(delivery.body)
             claimed = w["engine"].claim(job, request)
-            assert claimed is not None and not isinstance(claimed, Outcome) or True
+            assert (claimed is not None and not isinstance(claimed, Outcome)) or True
     elif action == "redrive":
         queue.redrive(2)
     elif action == "resolve":
