@@ -139,3 +139,30 @@ def poison(ctx: RunContext) -> None:
         ctx.log.warning("calling upstream with %s", connection)
         raise RuntimeError(f"upstream refused the call (token {SECRET_TOKEN}); {connection}")
     effect(ctx, "run", ctx.idempotency_key("run"), ctx.resumed)
+
+
+@cronwarden.job(
+    "chaos-skip",
+    cron="*/15 * * * *",
+    max_runtime="10s",
+    overlap="skip",
+    retry=cronwarden.Retry(max_attempts=5, min_backoff="0s", max_backoff="1s"),
+)
+def skip_job(ctx: RunContext) -> None:
+    """[windows] Fails its first attempt when the payload asks (``fail_once``); holds for
+    ``hold`` seconds (so the next window takes the lock while a retry is due)."""
+    if ctx.payload.get("fail_once") and ctx.attempt == 1:
+        raise RuntimeError("first attempt fails")
+    effect(ctx, "run", ctx.idempotency_key("run"), ctx.resumed)
+    time.sleep(float(ctx.payload.get("hold", 0.05)))
+
+
+@cronwarden.job(
+    "chaos-dead",
+    cron="0 * * * *",
+    max_runtime="5s",
+    retry=cronwarden.Retry(max_attempts=1, min_backoff="0s", max_backoff="0s"),
+)
+def dead_job(ctx: RunContext) -> None:
+    """[windows] Always fails with a permanent error: dead-lettered on its first attempt."""
+    raise cronwarden.PermanentError("bad input")

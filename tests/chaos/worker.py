@@ -43,6 +43,21 @@ def main() -> None:
             jobs.crash("before_claim")
 
     store.before_commit = before_commit
+    commit = store.commit
+
+    def commit_then_maybe_crash(ops: Any) -> Any:
+        versions = commit(ops)
+        # [windows] CW_CHAOS_CRASH=after_dead_letter: die between the dead-letter commit and
+        # the broker's dead-letter call
+        if any(
+            op.key.kind == RUN
+            and (getattr(op, "data", None) or {}).get("state") == ("dead_lettered")
+            for op in ops
+        ):
+            jobs.crash("after_dead_letter")
+        return versions
+
+    store.commit = commit_then_maybe_crash  # type: ignore[method-assign]
     offset = timedelta(seconds=skew)
     settings = EngineSettings(
         lease_margin=timedelta(seconds=margin), clock=lambda: datetime.now(UTC) + offset
