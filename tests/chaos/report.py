@@ -16,6 +16,7 @@ COLUMNS = (
     ("stale_writes", "stale writes accepted"),
     ("live_owner_overlaps", "two live owners"),
     ("canary_leaks", "secret leaks"),
+    ("windows_unaccounted", "windows unaccounted"),
     ("detection_s", "time to detection (s)"),
 )
 

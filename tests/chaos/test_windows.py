@@ -48,6 +48,7 @@ def windows_unaccounted(
 
 def _row(results: list[Any], scenario: str, stack: Stack, trial: Trial, missing: list[str]) -> None:
     record(results, scenario, stack, [], extra={"windows_unaccounted": len(missing)})
+    results[-1]["trials"] = 1
     results[-1]["violations"] = missing
     results[-1]["result"] = "pass" if not missing else "**FAIL**"
 
