@@ -372,6 +372,7 @@ def _print_status(report: Any) -> None:
         "next expected",
         "state",
         "failures",
+        "missed after",
         "alerts",
     ):
         table.add_column(column)
@@ -384,6 +385,7 @@ def _print_status(report: Any) -> None:
             _fmt(item.expected_next),
             str(st.get("status") or "-"),
             str(st.get("consecutive_failures") or 0),
+            getattr(item, "threshold", "-"),
             ", ".join(c.value for c in item.conditions) or "ok",
         )
     console = Console()
