@@ -146,7 +146,7 @@ def poison(ctx: RunContext) -> None:
     cron="*/15 * * * *",
     max_runtime="10s",
     overlap="skip",
-    retry=cronwarden.Retry(max_attempts=5, min_backoff="0s", max_backoff="1s"),
+    retry=cronwarden.Retry(max_attempts=5, min_backoff="2s", max_backoff="2s"),
 )
 def skip_job(ctx: RunContext) -> None:
     """[windows] Fails its first attempt when the payload asks (``fail_once``); holds for

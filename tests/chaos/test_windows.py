@@ -60,9 +60,16 @@ def test_failed_retry_behind_the_next_windows_lock(
     try:
         trial.start_workers(2)
         w1, w2 = Q0, Q0 + timedelta(minutes=15)
-        trial.publish(RunRequest("chaos-skip", w1, payload={"fail_once": True}))
-        trial.publish(RunRequest("chaos-skip", w2, payload={"hold": 3}))
         keys = [f"chaos-skip:{w:%Y-%m-%dT%H:%MZ}" for w in (w1, w2)]
+        trial.publish(RunRequest("chaos-skip", w1, payload={"fail_once": True}))
+        # W1 fails (its retry is due in 2 s); then W2 fires and holds the lock for 4 s, so
+        # W1's retry arrives behind W2's lock
+        poll(
+            lambda: trial.run_record(keys[0]).get("state") == "failed",
+            deadline=60,
+            what="W1 failed once",
+        )
+        trial.publish(RunRequest("chaos-skip", w2, payload={"hold": 4}))
         runs = trial.wait_terminal(keys, deadline=120)
         count, missing = windows_unaccounted(trial, "chaos-skip", [w1, w2], w2 + timedelta(hours=1))
         assert {r["state"] for r in runs.values()} == {"succeeded"}, runs
