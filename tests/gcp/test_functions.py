@@ -259,9 +259,18 @@ def test_watcher_function_alerts_missed_from_firestore_status(
             # Alerts fire on transitions: a second check notifies nobody.
             assert d.post("watcher", b"")[0] == 500
             assert len(sink.received()) == 1
-            # A success for the current window recovers it.
-            publish_request(d, RunRequest("every-minute", minute_floor(datetime.now(UTC))))
-            poll(lambda: d.post("watcher", b"")[0] == 200, what="watcher healthy again")
+            # A success for the current window recovers it. [windows] together with the
+            # windows that never ran since the old one: a later success alone leaves them gaps.
+            current = minute_floor(datetime.now(UTC))
+            for back in range(10, -1, -1):
+                reason = "backfill" if back else "schedule"
+                window = current - timedelta(minutes=back)
+                publish_request(d, RunRequest("every-minute", window, reason=reason))
+            poll(
+                lambda: d.post("watcher", b"")[0] == 200,
+                what="watcher healthy again",
+                deadline=90,
+            )
             recovered = poll(lambda: sink.received()[1:], what="recovery notice")
             assert recovered[0]["alert"]["state"] == "recovered"
     finally:
