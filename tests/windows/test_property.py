@@ -5,7 +5,10 @@ every grace has passed, each due window is succeeded or excused, or the watcher 
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -27,7 +30,7 @@ STEPS = st.lists(
 )
 
 
-def _world(overlap: str) -> dict[str, Any]:
+def _world(overlap: str, backend: str) -> dict[str, Any]:
     clock = FakeClock(START)
     flags = {"fail": False}
 
@@ -43,10 +46,17 @@ def _world(overlap: str) -> dict[str, Any]:
         retry=cronwarden.Retry(2, 0, 0),
     )(handler)
     jobs = JobSet([job])
-    store = MemoryStore()
+    store: Any = MemoryStore()
+    tmp = ""
+    if backend == "sqlite":
+        from cronwarden.adapters.local import SQLiteStore
+
+        tmp = tempfile.mkdtemp(prefix="cw-prop-")
+        store = SQLiteStore(str(Path(tmp) / "state.db"))
     queue = MemoryQueue(clock=clock, max_deliveries=5)
     engine = Engine(jobs, store, EngineSettings(clock=clock))
     return {
+        "tmp": tmp,
         "clock": clock,
         "flags": flags,
         "job": job,
@@ -109,9 +119,24 @@ def _drain(w: dict[str, Any]) -> None:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(steps=STEPS, overlap=st.sampled_from(["skip", "defer", "fail"]))
-def test_every_due_window_ends_accounted_for_or_raised(steps: list[str], overlap: str) -> None:
-    w = _world(overlap)
+@given(
+    steps=STEPS,
+    overlap=st.sampled_from(["skip", "defer", "fail"]),
+    backend=st.sampled_from(["memory", "sqlite"]),
+)
+def test_every_due_window_ends_accounted_for_or_raised(
+    steps: list[str], overlap: str, backend: str
+) -> None:
+    w = _world(overlap, backend)
+    try:
+        _check_property(w, steps)
+    finally:
+        w["store"].close()
+        if w["tmp"]:
+            shutil.rmtree(w["tmp"], ignore_errors=True)
+
+
+def _check_property(w: dict[str, Any], steps: list[str]) -> None:
     w["watcher"].check()  # first sight: windows from here on are owed
     for action in steps:
         _step(w, action)
