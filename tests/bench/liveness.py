@@ -50,6 +50,11 @@ def _status(name: str, now: datetime) -> dict[str, Any]:
         "skips_since_success": 0,
         "first_seen_at": iso(now - timedelta(days=1)),
         "alerts": [],
+        # [windows] what the run commits and the watcher's checkpoint leave on a healthy job
+        "windows_recorded": 1,
+        "windows_open": 0,
+        "accounted_through_ts": int(window.timestamp()),
+        "accounted_base": 1,
     }
 
 
