@@ -432,3 +432,38 @@ def test_excused_skip_is_recorded_and_not_a_gap(tmp_path: Path, clock: FakeClock
 
 def test_commit_conflict_is_importable() -> None:  # the CAS loser path uses it
     assert issubclass(CommitConflict, Exception)
+
+
+def test_without_atomic_increments_a_healthy_job_costs_one_read_per_window(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Table Storage keeps no counters (increments would cost a read per run): its watcher
+    proves a healthy job from the status's latest run while only that window is new, reads
+    once per new window otherwise, and still finds a gap between two successes."""
+    from dataclasses import replace
+
+    from cronwarden.testing import MemoryStore
+
+    store = MemoryStore()
+    store.capabilities = replace(store.capabilities, atomic_increment=False, atomic_maximum=False)
+    hourly = cronwarden.job("hourly", cron="0 * * * *", max_runtime="5m")(lambda ctx: None)
+    jobs = cronwarden.JobSet([hourly])
+    engine = cronwarden.Engine(jobs, store, cronwarden.EngineSettings(clock=clock))
+    w = Watcher(jobs, store, None, notifiers=[], clock=clock)
+    engine.execute(RunRequest("hourly", at("2026-01-20T10:00Z")))
+    w.check()
+    reads: list[str] = []
+    store.add_observer(lambda rt: reads.append(rt.kind) if rt.operation == "query" else None)
+    for hour in (11, 12, 13):
+        clock.set(at(f"2026-01-20T{hour}:00:05Z"))
+        engine.execute(RunRequest("hourly", at(f"2026-01-20T{hour}:00Z")))
+        for _ in range(3):
+            reads.clear()
+            assert w.check().ok
+        assert reads.count(RUN) <= 1  # the last of three checks needs no read
+    status = store.get(Key("status", "hourly"))
+    assert status is not None and "windows_recorded" not in status.data
+    clock.set(at("2026-01-20T15:00:05Z"))  # the 14:00 fire is lost
+    engine.execute(RunRequest("hourly", at("2026-01-20T15:00Z")))
+    missed = [a for a in w.check().active if a.kind is Condition.MISSED]
+    assert missed and missed[0].extra["window"] == "2026-01-20T14:00Z"
