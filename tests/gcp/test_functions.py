@@ -261,11 +261,19 @@ def test_watcher_function_alerts_missed_from_firestore_status(
             assert len(sink.received()) == 1
             # A success for the current window recovers it. [windows] together with the
             # windows that never ran since the old one: a later success alone leaves them gaps.
+            # One at a time, so that none waits behind another's lock (slow under load).
             current = minute_floor(datetime.now(UTC))
             for back in range(10, -1, -1):
                 reason = "backfill" if back else "schedule"
                 window = current - timedelta(minutes=back)
                 publish_request(d, RunRequest("every-minute", window, reason=reason))
+                poll(
+                    lambda w=window: (
+                        record(d, RUN, "every-minute", format_window(w)).get("state") == "succeeded"
+                    ),
+                    what=f"window {format_window(window)} ran",
+                    deadline=60,
+                )
 
             def healthy() -> bool:
                 # the scheduler keeps firing while we wait: a minute that passes is a window
