@@ -29,7 +29,7 @@ PROVIDER = click.option(
     envvar="CRONWARDEN_PROVIDER",
     default="local",
     show_default=True,
-    help="local, gcp or azure (or $CRONWARDEN_PROVIDER).",
+    help="local, gcp, azure or aws (or $CRONWARDEN_PROVIDER).",
 )
 
 

@@ -1,6 +1,6 @@
 """Choosing a provider by configuration, and loading job modules.
 
-``CRONWARDEN_PROVIDER`` selects the provider (``local`` by default, ``gcp``, ``azure``); each
+``CRONWARDEN_PROVIDER`` selects the provider (``local`` by default, ``gcp``, ``azure``, ``aws``); each
 provider reads its own settings from the environment (see its ``from_env``). Job code never
 names a provider: moving clouds is a configuration change.
 """
@@ -22,6 +22,7 @@ PROVIDERS = {
     "local": "cronwarden.adapters.local:LocalProvider",
     "gcp": "cronwarden.adapters.gcp:GcpProvider",
     "azure": "cronwarden.adapters.azure:AzureProvider",
+    "aws": "cronwarden.adapters.aws:AwsProvider",
 }
 
 
@@ -37,7 +38,7 @@ def provider_from_env(name: str | None = None, **options: Any) -> Provider:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        extra = {"gcp": "gcp", "azure": "azure"}.get(chosen)
+        extra = {"gcp": "gcp", "azure": "azure", "aws": "aws"}.get(chosen)
         hint = f" (pip install 'cronwarden[{extra}]')" if extra else ""
         raise ConfigurationError(f"provider {chosen!r} is not available: {exc}{hint}") from exc
     cls = getattr(module, attr)

@@ -12,6 +12,7 @@ _COMMANDS = {
     "cronwarden.emulators.gcp.cli": "commands",
     "cronwarden.emulators.azurite.cli": "commands",
     "cronwarden.emulators.servicebus.cli": "commands",
+    "cronwarden.emulators.aws.cli": "commands",
 }
 
 
@@ -38,4 +39,4 @@ class _LazyGroup(click.Group):
 
 @click.group(cls=_LazyGroup, name="emulators")
 def emulators(**_: Any) -> None:
-    """Run local emulators (Pub/Sub, Firestore, Azurite, Service Bus) on 127.0.0.1."""
+    """Run local emulators (Pub/Sub, Firestore, Azurite, Service Bus, AWS) on 127.0.0.1."""

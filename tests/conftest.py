@@ -6,4 +6,5 @@ pytest_plugins: list[str] = [
     "cronwarden.emulators.azurite.pytest_plugin",
     "cronwarden.emulators.gcp.pytest_plugin",
     "cronwarden.emulators.servicebus.pytest_plugin",
+    "cronwarden.emulators.aws.pytest_plugin",
 ]
