@@ -1,8 +1,8 @@
 """Choosing a provider by configuration, and loading job modules.
 
-``CRONWARDEN_PROVIDER`` selects the provider (``local`` by default, ``gcp``, ``azure``, ``aws``); each
-provider reads its own settings from the environment (see its ``from_env``). Job code never
-names a provider: moving clouds is a configuration change.
+``CRONWARDEN_PROVIDER`` selects the provider (``local`` by default, ``gcp``, ``azure``,
+``aws``); each provider reads its own settings from the environment (see its ``from_env``).
+Job code never names a provider: moving clouds is a configuration change.
 """
 
 from __future__ import annotations

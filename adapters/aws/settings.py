@@ -1,24 +1,20 @@
 """Every setting of the AWS provider, in one frozen value read from (and written back to) the
 environment.
 
-==========================================  ===========================================  ==================
-environment name                            meaning                                      default
-==========================================  ===========================================  ==================
-``CRONWARDEN_AWS_REGION``                   region (then ``AWS_REGION``,                 ``us-east-1``
-                                            ``AWS_DEFAULT_REGION``)
-``CRONWARDEN_AWS_ENDPOINT_URL``             one endpoint for every service (moto, local  unset (AWS)
-                                            stacks; then ``AWS_ENDPOINT_URL``)
-``CRONWARDEN_DYNAMODB_TABLE``               the state table                              ``cronwarden``
-``CRONWARDEN_SQS_QUEUE``                    run request queue name                       ``cronwarden-runs``
-``CRONWARDEN_SQS_QUEUE_URL``                its URL (saves a ``GetQueueUrl`` call)       unset
-``CRONWARDEN_SQS_DEAD_LETTER_QUEUE``        dead-letter queue name                       ``<queue>-dlq``
-``CRONWARDEN_SQS_DEAD_LETTER_QUEUE_URL``    its URL                                      unset
-``CRONWARDEN_SQS_MAX_RECEIVE_COUNT``        the redrive policy's ``maxReceiveCount``     ``10``
-``CRONWARDEN_AWS_CREATE_MISSING``           create table / queues when absent (local)    ``false``
-``CRONWARDEN_AWS_CONNECT_TIMEOUT``          seconds                                      ``5``
-``CRONWARDEN_AWS_READ_TIMEOUT``             seconds (SQS long polls add their wait)      ``30``
-``CRONWARDEN_AWS_MAX_ATTEMPTS``             botocore attempts per call (standard mode)   ``4``
-==========================================  ===========================================  ==================
+Environment names (default in brackets):
+
+* ``CRONWARDEN_AWS_REGION``: region, then ``AWS_REGION``, ``AWS_DEFAULT_REGION`` [us-east-1]
+* ``CRONWARDEN_AWS_ENDPOINT_URL``: one endpoint for every service (moto, local stacks), then
+  ``AWS_ENDPOINT_URL`` [unset: AWS]
+* ``CRONWARDEN_DYNAMODB_TABLE``: the state table [cronwarden]
+* ``CRONWARDEN_SQS_QUEUE`` / ``CRONWARDEN_SQS_QUEUE_URL``: the run request queue [cronwarden-runs]
+  (the URL saves a ``GetQueueUrl`` call)
+* ``CRONWARDEN_SQS_DEAD_LETTER_QUEUE`` / ``..._URL``: its dead-letter queue [<queue>-dlq]
+* ``CRONWARDEN_SQS_MAX_RECEIVE_COUNT``: the redrive policy's ``maxReceiveCount`` [10]
+* ``CRONWARDEN_AWS_CREATE_MISSING``: create table and queues when absent, locally [false]
+* ``CRONWARDEN_AWS_CONNECT_TIMEOUT`` / ``CRONWARDEN_AWS_READ_TIMEOUT``: seconds [5 / 30]
+  (SQS long polls add their wait to the read timeout)
+* ``CRONWARDEN_AWS_MAX_ATTEMPTS``: botocore attempts per call, standard retry mode [4]
 
 Credentials are never settings: boto3's default chain (environment, profile, the Lambda or ECS
 role, instance metadata) provides them, so nothing secret is read, stored or logged here.

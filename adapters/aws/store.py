@@ -34,6 +34,7 @@ of a transaction that did apply returns success instead of a false conflict.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import secrets
@@ -180,7 +181,9 @@ class DynamoStore(Store):
             if not first:
                 self._count()  # every further page is one more request
             first = False
-            response = self._call(lambda: self._db.query(**request), write=False, what="Query")
+            response = self._call(
+                functools.partial(self._db.query, **request), write=False, what="Query"
+            )
             yield from response.get("Items", [])
             last = response.get("LastEvaluatedKey")
             if not last:
@@ -204,14 +207,14 @@ class DynamoStore(Store):
                 self._count()  # a resent transaction is one more round trip
             try:
                 self._call(
-                    lambda items=items: self._db.transact_write_items(TransactItems=items),
+                    functools.partial(self._db.transact_write_items, TransactItems=items),
                     write=True,
                     what="TransactWriteItems",
                 )
                 return versions
             except _Cancelled as cancelled:
-                index = cancelled.failed_index()
-                if index is None:  # refused by a concurrent transaction: nothing applied
+                failed = cancelled.failed_index()
+                if failed is None:  # refused by a concurrent transaction: nothing applied
                     conflicts += 1
                     if conflicts >= self.conflict_attempts:
                         raise StoreUnavailable(

@@ -70,7 +70,8 @@ class MotoServer:
         """Wipe every service's state (``POST /moto-api/reset``)."""
         import urllib.request
 
-        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
+        url = f"{self.endpoint}/moto-api/reset"
+        request = urllib.request.Request(url, method="POST")  # noqa: S310 - loopback
         with urllib.request.urlopen(request, timeout=10):  # noqa: S310 - loopback
             pass
 
