@@ -82,6 +82,11 @@ class SqsQueue(Queue):
             dedup=False, max_deliveries=max_deliveries, max_delay=MAX_DELAY
         )
 
+    @property
+    def client(self) -> Any:
+        """The boto3 SQS client (local hosts receive raw messages with it)."""
+        return self._sqs
+
     @classmethod
     def from_settings(cls, settings: AwsSettings) -> SqsQueue:
         # a long poll holds the response up to MAX_WAIT seconds: the read timeout must cover it
