@@ -1,4 +1,5 @@
-"""``python -m cronwarden.emulators.aws --jobs MODULE [--lease-margin S] [--batch-size N]``: a
+"""``python -m cronwarden.emulators.aws --jobs MODULE [--lease-margin S] [--batch-size N]
+[--visibility S]``: a
 local Lambda worker process. The AWS provider comes from the environment (``CRONWARDEN_*``);
 an :class:`~.event_source.EventSourceHost` feeds the run queue to the ``worker`` handler of
 :func:`~cronwarden.adapters.aws.functions.make_handlers` until SIGTERM/SIGINT."""
@@ -23,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", required=True, help="job module (dotted name or file)")
     parser.add_argument("--lease-margin", type=float, help="engine lease margin in seconds")
     parser.add_argument("--batch-size", type=int, default=1, help="records per invocation")
+    parser.add_argument(
+        "--visibility", type=int, help="receive visibility timeout (default: the queue's)"
+    )
     args = parser.parse_args(argv)
     settings = None
     if args.lease_margin is not None:
