@@ -20,14 +20,14 @@ class _Fail(click.ClickException):
 
 @click.group()
 def deploy() -> None:
-    """Render Terraform + function packages for GCP or Azure, and check them offline."""
+    """Render Terraform + function packages for GCP, Azure or AWS, and check them offline."""
 
 
 @deploy.command()
 @click.option(
     "--provider",
     "-p",
-    type=click.Choice(["gcp", "azure"]),
+    type=click.Choice(["gcp", "azure", "aws"]),
     required=True,
     help="Cloud that runs the jobs.",
 )
@@ -49,7 +49,7 @@ def deploy() -> None:
 )
 @click.option(
     "--watcher-provider",
-    type=click.Choice(["gcp", "azure"]),
+    type=click.Choice(["gcp", "azure", "aws"]),
     default=None,
     help="Run the liveness watcher in this cloud (default: the jobs' cloud).",
 )

@@ -1,0 +1,471 @@
+"""``cronwarden deploy render --provider aws``: a Terraform root module and the Lambda package.
+
+Output (``<out>``)::
+
+    README.md                  what was rendered, the per-job table, the commands to run
+    versions.tf variables.tf main.tf outputs.tf terraform.tfvars.example
+    modules/aws/{state,queue,functions,schedules,monitoring}   copied from deployments/
+    function/                  handler.py, requirements.txt, the job module
+    function.zip               the same, zipped reproducibly (install the requirements into
+                               function/ and re-zip before a real deployment: see README.md)
+
+What the root module creates: the DynamoDB table (TTL, point-in-time recovery, the ``by-kind``
+index), the run queue and its DLQ (14 days, redrive policy with ``maxReceiveCount`` from the
+jobs' retry policies), the three Lambda functions with one least-privilege role and log groups
+with retention, the worker's event source mapping (partial batch responses, batch size 1), one
+EventBridge schedule per job in UTC (see :mod:`.schedules` for why) with a retry policy and its
+own DLQ, the watcher's schedule, and CloudWatch alarms on both DLQs to an SNS topic. Nothing
+secret is rendered: credentials come from the roles.
+
+Refused at render time: a job whose max runtime plus the margin exceeds Lambda's 900 s (run the
+pull worker ``cronwarden run --provider aws`` on ECS/Fargate for such jobs), and crons AWS
+cannot express (both day fields restricted).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from cronwarden.deploy import files, hcl
+from cronwarden.deploy.package import JobSource, job_source, requirements, zip_folder
+from cronwarden.deploy.spec import JobSpec, Plan
+from cronwarden.durations import DurationLike, parse_duration
+from cronwarden.errors import ConfigurationError, InvalidJobDefinition
+from cronwarden.jobs import Job, JobSet
+
+from .functions import LAMBDA_MAX_TIMEOUT
+from .schedules import aws_cron, tick_input
+from .settings import AwsSettings
+
+MARGIN_SECONDS = 30  #: added to the longest max runtime for the worker's timeout (capped at 900)
+MAX_RUNTIME = LAMBDA_MAX_TIMEOUT
+MARKER = ".cronwarden-render"
+MODULES = ("state", "queue", "functions", "schedules", "monitoring")
+_GENERATED = (
+    "README.md",
+    "versions.tf",
+    "variables.tf",
+    "main.tf",
+    "outputs.tf",
+    "terraform.tfvars.example",
+    "function.zip",
+    "modules",
+    "function",
+    MARKER,
+)
+E = hcl.Expr
+
+
+@dataclass(frozen=True)
+class AwsJob:
+    """One job as the AWS deployment sees it."""
+
+    name: str
+    expression: str  #: ``cron(...)`` in UTC
+    input: str  #: the schedule target's input
+    max_runtime_seconds: int
+    max_attempts: int
+    spec: JobSpec
+
+
+@dataclass(frozen=True)
+class AwsRendered:
+    out: Path
+    plan: Plan
+    roots: tuple[Path, ...]
+    files: tuple[Path, ...]
+
+
+def _seconds(value: DurationLike | None, what: str) -> int:
+    delta = value if isinstance(value, timedelta) else parse_duration(value or 0, field=what)
+    return max(0, int(delta.total_seconds()))
+
+
+def aws_job(job: Job) -> AwsJob:
+    """The :class:`AwsJob` of ``job``; raises :class:`InvalidJobDefinition` naming it."""
+    runtime = _seconds(job.max_runtime, f"{job.name}: max_runtime")
+    if runtime > MAX_RUNTIME:
+        raise InvalidJobDefinition(
+            f"job {job.name!r}: max_runtime {runtime}s is over the {MAX_RUNTIME}s a Lambda "
+            "invocation can run; run it with the "
+            "pull worker instead: `cronwarden run --provider aws --jobs <module>` on a "
+            "long-running host (an ECS/Fargate service), with the same queue and table"
+        )
+    try:
+        expression = aws_cron(job)
+    except InvalidJobDefinition as exc:
+        raise InvalidJobDefinition(f"job {job.name!r}: {exc}") from None
+    spec = JobSpec(
+        name=job.name,
+        cron=job.schedule.cron,
+        time_zone=job.schedule.timezone,
+        ncrontab_utc="",
+        max_runtime_seconds=runtime,
+        max_attempts=job.retry.max_attempts,
+        min_backoff_seconds=_seconds(job.retry.min_backoff, f"{job.name}: min_backoff"),
+        max_backoff_seconds=_seconds(job.retry.max_backoff, f"{job.name}: max_backoff"),
+        schedule_setting="",
+        description=job.description,
+    )
+    return AwsJob(job.name, expression, tick_input(job), runtime, job.retry.max_attempts, spec)
+
+
+def names(prefix: str) -> dict[str, str]:
+    return {
+        "table": f"{prefix}-state",
+        "queue": f"{prefix}-runs",
+        "dead_letter_queue": f"{prefix}-runs-dlq",
+        "schedules_dlq": f"{prefix}-schedules-dlq",
+    }
+
+
+def max_receive_count(jobs: list[AwsJob]) -> int:
+    """The redrive policy's ``maxReceiveCount``: the most attempts any job allows, plus one
+    receive of slack, so the engine's own dead-letter (with the reason) comes first and SQS only
+    catches workers that die before they answer."""
+    return min(1000, max(j.max_attempts for j in jobs) + 1)
+
+
+def worker_timeout(jobs: list[AwsJob]) -> int:
+    """The worker function's timeout: the longest max runtime plus the margin, at most 900 s."""
+    return min(LAMBDA_MAX_TIMEOUT, max(j.max_runtime_seconds for j in jobs) + MARGIN_SECONDS)
+
+
+def notes(jobs: list[AwsJob]) -> tuple[str, ...]:
+    return tuple(
+        f"{j.name}: max_runtime {j.max_runtime_seconds}s leaves less than {MARGIN_SECONDS}s "
+        f"before Lambda's {LAMBDA_MAX_TIMEOUT}s limit; a run that uses all of it may be cut "
+        "before its completion commit (its lease then lets a redelivery finish the window)"
+        for j in jobs
+        if j.max_runtime_seconds + MARGIN_SECONDS > LAMBDA_MAX_TIMEOUT
+    )
+
+
+# -- HCL -----------------------------------------------------------------------------------------
+def versions() -> list[hcl.Item]:
+    return [
+        hcl.Block(
+            "terraform",
+            (),
+            [
+                hcl.Attr("required_version", ">= 1.5"),
+                hcl.Block(
+                    "required_providers",
+                    (),
+                    [
+                        hcl.Attr(
+                            "aws",
+                            {"source": "hashicorp/aws", "version": ">= 5.0, < 7.0"},
+                        )
+                    ],
+                ),
+            ],
+        ),
+        hcl.Block("provider", ("aws",), [hcl.Attr("region", E("var.region"))]),
+    ]
+
+
+def _variable(name: str, type_: str, description: str, default: Any = ...) -> hcl.Block:
+    body: list[hcl.Item] = [hcl.Attr("description", description), hcl.Attr("type", E(type_))]
+    if default is not ...:
+        body.append(hcl.Attr("default", default))
+    return hcl.Block("variable", (name,), body)
+
+
+def variables() -> list[hcl.Item]:
+    return [
+        _variable("region", "string", "AWS region.", "us-east-1"),
+        _variable(
+            "package",
+            "string",
+            "The Lambda package zip (requirements installed into it: see README.md).",
+            "function.zip",
+        ),
+        _variable("lambda_runtime", "string", "Lambda Python runtime.", "python3.11"),
+        _variable("memory_mb", "number", "Memory of each function.", 512),
+        _variable("log_retention_days", "number", "CloudWatch Logs retention.", 30),
+        _variable("alert_email", "string", "Subscribed to the alerts topic when set.", ""),
+        _variable(
+            "endpoint_url",
+            "string",
+            "One endpoint for every AWS API, for local stacks only (empty on AWS).",
+            "",
+        ),
+    ]
+
+
+def environment(prefix: str, jobs: list[AwsJob]) -> dict[str, Any]:
+    """The functions' environment: :class:`AwsSettings` as rendered, region from Lambda."""
+    n = names(prefix)
+    settings = AwsSettings(
+        table=n["table"],
+        queue=n["queue"],
+        dead_letter_queue=n["dead_letter_queue"],
+        max_receive_count=max_receive_count(jobs),
+    )
+    env: dict[str, Any] = {"CRONWARDEN_PROVIDER": "aws"}
+    env.update({k: v for k, v in settings.to_env().items() if k != "CRONWARDEN_AWS_REGION"})
+    env["CRONWARDEN_SQS_QUEUE_URL"] = E("module.queue.queue_url")
+    env["CRONWARDEN_SQS_DEAD_LETTER_QUEUE_URL"] = E("module.queue.dead_letter_queue_url")
+    return env
+
+
+def main(prefix: str, jobs: list[AwsJob]) -> list[hcl.Item]:
+    n = names(prefix)
+    timeout = worker_timeout(jobs)
+    env = hcl.render([hcl.Attr("x", environment(prefix, jobs))]).strip()[len("x = ") :]
+    return [
+        hcl.Comment(
+            "Rendered by `cronwarden deploy render --provider aws`; re-rendering replaces it."
+        ),
+        hcl.Block(
+            "locals",
+            (),
+            [
+                hcl.Attr(
+                    "jobs",
+                    {j.name: {"expression": j.expression, "input": j.input} for j in jobs},
+                ),
+                hcl.Attr(
+                    "environment",
+                    E(
+                        f'merge({_indent(env)}, var.endpoint_url == "" ? {{}} : '
+                        "{ CRONWARDEN_AWS_ENDPOINT_URL = var.endpoint_url })"
+                    ),
+                ),
+            ],
+        ),
+        hcl.Block(
+            "module",
+            ("state",),
+            [hcl.Attr("source", "./modules/aws/state"), hcl.Attr("table_name", n["table"])],
+        ),
+        hcl.Block(
+            "module",
+            ("queue",),
+            [
+                hcl.Attr("source", "./modules/aws/queue"),
+                hcl.Attr("queue_name", n["queue"]),
+                hcl.Attr("dead_letter_queue_name", n["dead_letter_queue"]),
+                hcl.Attr("max_receive_count", max_receive_count(jobs)),
+                hcl.Attr("visibility_timeout_seconds", timeout),
+            ],
+        ),
+        hcl.Block(
+            "module",
+            ("functions",),
+            [
+                hcl.Attr("source", "./modules/aws/functions"),
+                hcl.Attr("prefix", prefix),
+                hcl.Attr("package", E("var.package")),
+                hcl.Attr("runtime", E("var.lambda_runtime")),
+                hcl.Attr("memory_mb", E("var.memory_mb")),
+                hcl.Attr("worker_timeout_seconds", timeout),
+                hcl.Attr("environment", E("local.environment")),
+                hcl.Attr("table_arn", E("module.state.table_arn")),
+                hcl.Attr("queue_arn", E("module.queue.queue_arn")),
+                hcl.Attr("dead_letter_queue_arn", E("module.queue.dead_letter_queue_arn")),
+                hcl.Attr("log_retention_days", E("var.log_retention_days")),
+            ],
+        ),
+        hcl.Block(
+            "module",
+            ("schedules",),
+            [
+                hcl.Attr("source", "./modules/aws/schedules"),
+                hcl.Attr("prefix", prefix),
+                hcl.Attr("jobs", E("local.jobs")),
+                hcl.Attr("trigger_arn", E('module.functions.function_arns["trigger"]')),
+                hcl.Attr("watcher_arn", E('module.functions.function_arns["watcher"]')),
+            ],
+        ),
+        hcl.Block(
+            "module",
+            ("monitoring",),
+            [
+                hcl.Attr("source", "./modules/aws/monitoring"),
+                hcl.Attr("prefix", prefix),
+                hcl.Attr("dead_letter_queues", [n["dead_letter_queue"], n["schedules_dlq"]]),
+                hcl.Attr("alert_email", E("var.alert_email")),
+            ],
+        ),
+    ]
+
+
+def _indent(text: str) -> str:
+    return text.replace("\n", "\n  ")
+
+
+def outputs() -> list[hcl.Item]:
+    def out(name: str, value: str, description: str) -> hcl.Block:
+        return hcl.Block(
+            "output", (name,), [hcl.Attr("description", description), hcl.Attr("value", E(value))]
+        )
+
+    return [
+        out("table_name", "module.state.table_name", "DynamoDB state table."),
+        out("queue_url", "module.queue.queue_url", "Run request queue."),
+        out("dead_letter_queue_url", "module.queue.dead_letter_queue_url", "Its DLQ."),
+        out("function_arns", "module.functions.function_arns", "trigger, worker, watcher."),
+        out("schedule_names", "module.schedules.schedule_names", "One per job."),
+        out("alerts_topic_arn", "module.monitoring.alerts_topic_arn", "Dead-letter alarms."),
+    ]
+
+
+# -- package and files ---------------------------------------------------------------------------
+def handler_module(source: JobSource) -> str:
+    return (
+        '"""AWS Lambda entry points, rendered by `cronwarden deploy render --provider aws`.\n'
+        "\n"
+        "Handlers: handler.trigger (EventBridge Scheduler), handler.worker (SQS event source\n"
+        "mapping, partial batch responses), handler.watcher (its own schedule).\n"
+        '"""\n'
+        "\n"
+        "from cronwarden.adapters.aws.functions import make_handlers\n"
+        "\n"
+        f"import {source.import_name} as jobs_module\n"
+        "\n"
+        "trigger, worker, watcher = make_handlers(jobs_module)\n"
+    )
+
+
+def write_package(
+    folder: Path, source: JobSource, version: str, wheel: Path | None, extra: str
+) -> None:
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    wheel_name = None
+    if wheel is not None:
+        wheel_name = wheel.name
+        shutil.copyfile(wheel, folder / wheel_name)
+    (folder / "requirements.txt").write_text(
+        requirements("aws", version, wheel_name, extra), encoding="utf-8"
+    )
+    (folder / "handler.py").write_text(handler_module(source), encoding="utf-8")
+    if source.is_package:
+        shutil.copytree(
+            source.path,
+            folder / source.path.name,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
+    else:
+        shutil.copyfile(source.path, folder / f"{source.import_name}.py")
+
+
+def readme(prefix: str, jobs: list[AwsJob]) -> str:
+    n = names(prefix)
+    rows = "\n".join(
+        f"| `{j.name}` | `{j.spec.cron}` ({j.spec.time_zone}) | `{j.expression}` UTC | "
+        f"{j.max_runtime_seconds} s | {j.max_attempts} |"
+        for j in jobs
+    )
+    return f"""# cronwarden on AWS ({prefix})
+
+Rendered by `cronwarden deploy render --provider aws`. Re-rendering replaces the generated files.
+
+| job | cron (zone) | EventBridge schedule | max runtime | attempts |
+|---|---|---|---|---|
+{rows}
+
+Schedules run in UTC and fire at every UTC instant a local fire time can map to; the trigger
+enqueues each window exactly once (DST-correct). The SQS redrive policy dead-letters after
+{max_receive_count(jobs)} receives; the worker dead-letters exhausted runs itself, with the reason.
+
+## Deploy
+
+```sh
+pip install --target function -r function/requirements.txt   # Lambda installs nothing itself
+(cd function && zip -qr ../function.zip .)
+terraform init && terraform apply
+```
+
+Operate: `cronwarden status|dlq list|dlq redrive --provider aws` with
+`CRONWARDEN_DYNAMODB_TABLE={n["table"]}` and `CRONWARDEN_SQS_QUEUE={n["queue"]}`.
+"""
+
+
+def _prepare(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise ConfigurationError(f"--out {out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).exists():
+        raise ConfigurationError(
+            f"--out {out} is not empty and was not rendered by cronwarden; choose an empty folder"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    for name in _GENERATED:
+        path = out / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    (out / MARKER).write_text(
+        "Rendered by `cronwarden deploy render`; re-rendering replaces the generated files.\n"
+    )
+
+
+def render(
+    jobs_target: str,
+    out: Path | str,
+    *,
+    watcher_provider: str | None = None,
+    prefix: str = "cronwarden",
+    wheel: Path | str | None = None,
+    requirements_file: Path | str | None = None,
+) -> AwsRendered:
+    """Render the AWS deployment of the jobs in ``jobs_target`` into ``out``."""
+    import cronwarden
+    from cronwarden.config import load_module
+
+    if watcher_provider not in (None, "aws"):
+        raise ConfigurationError(
+            "--provider aws renders the watcher on AWS; a watcher in another cloud is not "
+            "rendered yet (run `cronwarden check --provider aws` there instead)"
+        )
+    if not prefix.replace("-", "").isalnum() or not prefix[:1].isalpha() or len(prefix) > 12:
+        raise ConfigurationError(
+            f"--name {prefix!r}: use up to 12 lowercase letters, digits and '-', starting with "
+            "a letter"
+        )
+    wheel_path = Path(wheel).resolve() if wheel else None
+    if wheel_path is not None and not wheel_path.is_file():
+        raise ConfigurationError(f"--wheel {wheel} does not exist")
+    extra = Path(requirements_file).read_text(encoding="utf-8") if requirements_file else ""
+    module = load_module(jobs_target)
+    jobset = JobSet.from_module(module)
+    if not len(jobset):
+        raise InvalidJobDefinition("the job module defines no jobs")
+    jobs = [aws_job(job) for job in jobset]
+    source = job_source(jobs_target, module)
+    target = Path(out)
+    _prepare(target)
+    shutil.copytree(
+        files.terraform_modules() / "aws",
+        target / "modules" / "aws",
+        ignore=shutil.ignore_patterns(".terraform*", "*.tfstate*"),
+    )
+    for name, items in (
+        ("versions.tf", versions()),
+        ("variables.tf", variables()),
+        ("main.tf", main(prefix, jobs)),
+        ("outputs.tf", outputs()),
+    ):
+        (target / name).write_text(hcl.render(items), encoding="utf-8")
+    (target / "terraform.tfvars.example").write_text(
+        'region = "us-east-1"\n# alert_email = "oncall@example.com"\n', encoding="utf-8"
+    )
+    write_package(target / "function", source, cronwarden.__version__, wheel_path, extra)
+    zip_folder(target / "function", target / "function.zip")
+    (target / "README.md").write_text(readme(prefix, jobs), encoding="utf-8")
+    plan = Plan(tuple(j.spec for j in jobs), notes(jobs))
+    written = tuple(
+        sorted(p for p in target.rglob("*") if p.is_file() and ".terraform" not in p.parts)
+    )
+    return AwsRendered(target, plan, (target,), written)
+
+
+__all__ = ["MAX_RUNTIME", "AwsJob", "AwsRendered", "aws_job", "max_receive_count", "render"]

@@ -1,0 +1,157 @@
+"""``cronwarden deploy render --provider aws``: the root module, the package, the refusals; the
+rendered module validated offline with the mirrored AWS provider, and (slow) applied against
+moto: init, validate, apply, a second plan with no changes, destroy."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from cronwarden.cli import main as cli_main
+from cronwarden.emulators.aws import MotoServer
+from cronwarden.emulators.aws.terraform import find_mirror, moto_override, write_cli_config
+from cronwarden.errors import InvalidJobDefinition
+from tests.support.procs import ROOT
+
+EXAMPLE = ROOT / "examples" / "nightly_export.py"
+TERRAFORM = shutil.which("terraform")
+
+
+def _render(out: Path, target: Path = EXAMPLE, *extra: str) -> str:
+    from cronwarden.deploy.cli import deploy
+
+    result = CliRunner().invoke(
+        deploy,
+        ["render", "--provider", "aws", "--jobs", str(target), "--out", str(out), *extra],
+    )
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_render_writes_the_root_module_and_the_lambda_package(tmp_path: Path) -> None:
+    output = _render(tmp_path / "out", EXAMPLE, "--name", "cwx")
+    out = tmp_path / "out"
+    assert "rendered" in output and "1 job(s)" in output
+    for name in ("versions.tf", "variables.tf", "main.tf", "outputs.tf", "README.md"):
+        assert (out / name).is_file(), name
+    for module in ("state", "queue", "functions", "schedules", "monitoring"):
+        assert (out / "modules" / "aws" / module / "main.tf").is_file()
+    main = (out / "main.tf").read_text()
+    assert 'expression = "cron(0 0,1 * * ? *)"' in main  # 02:00 Berlin in UTC, both offsets
+    assert "<aws.scheduler.scheduled-time>" in main
+    assert "max_receive_count          = 6" in main  # 5 attempts + 1
+    assert "visibility_timeout_seconds = 900" in main
+    handler = (out / "function" / "handler.py").read_text()
+    assert "make_handlers(jobs_module)" in handler and "import nightly_export" in handler
+    assert "cronwarden[aws]==" in (out / "function" / "requirements.txt").read_text()
+    with zipfile.ZipFile(out / "function.zip") as archive:
+        assert {"handler.py", "nightly_export.py", "requirements.txt"} <= set(archive.namelist())
+    assert (out / "function" / "nightly_export.py").read_bytes() == EXAMPLE.read_bytes()
+    for path in out.rglob("*.tf"):  # nothing secret is rendered
+        text = path.read_text().lower()
+        assert "secret_key" not in text and "access_key" not in text
+
+
+def test_render_refuses_a_job_longer_than_lambda_allows(tmp_path: Path) -> None:
+    jobs = tmp_path / "long_jobs.py"
+    jobs.write_text(
+        "import cronwarden\n"
+        "@cronwarden.job('long', cron='0 3 * * *', max_runtime='20m')\n"
+        "def long(ctx): pass\n"
+    )
+    from cronwarden.adapters.aws.deploy import render
+
+    with pytest.raises(InvalidJobDefinition, match="pull worker"):
+        render(str(jobs), tmp_path / "out")
+
+
+def test_a_watcher_in_another_cloud_is_refused_clearly(tmp_path: Path) -> None:
+    from cronwarden.deploy.render import render
+    from cronwarden.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="not rendered yet"):
+        render("gcp", str(EXAMPLE), tmp_path / "out", watcher_provider="aws")
+
+
+def _terraform(folder: Path, tmp_path: Path) -> dict[str, str]:
+    mirror = find_mirror()
+    assert TERRAFORM and mirror, "terraform and the offline AWS provider mirror are needed"
+    config = write_cli_config(tmp_path / "cli.tfrc", mirror)
+    return {
+        **os.environ,
+        "TF_CLI_CONFIG_FILE": str(config),
+        "CHECKPOINT_DISABLE": "1",
+        "TF_IN_AUTOMATION": "1",
+    }
+
+
+def _tf(folder: Path, env: dict[str, str], *args: str, ok: tuple[int, ...] = (0,)) -> str:
+    done = subprocess.run(
+        ["terraform", *args, "-no-color"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode in ok, f"terraform {args[0]}:\n{done.stdout[-3000:]}{done.stderr}"
+    return done.stdout
+
+
+def test_rendered_module_is_formatted_and_valid(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _render(out)
+    env = _terraform(out, tmp_path)
+    _tf(out, env, "fmt", "-check", "-recursive")
+    _tf(out, env, "init", "-input=false", "-backend=false")
+    assert "Success" in _tf(out, env, "validate")
+
+
+@pytest.mark.slow
+@pytest.mark.aws
+def test_terraform_apply_plan_destroy_against_moto(
+    tmp_path: Path, moto_server: MotoServer
+) -> None:
+    out = tmp_path / "out"
+    _render(out, EXAMPLE, "--name", "cwapply")
+    (out / "moto_override.tf").write_text(moto_override(moto_server.endpoint))
+    env = _terraform(out, tmp_path)
+    var = f"-var=endpoint_url={moto_server.endpoint}"
+    _tf(out, env, "init", "-input=false")
+    _tf(out, env, "validate")
+    started = time.monotonic()
+    _tf(out, env, "apply", "-auto-approve", "-input=false", var)
+    print(f"terraform apply against moto: {time.monotonic() - started:.1f}s")
+    # What was applied is what the adapter expects.
+    dynamodb, sqs = moto_server.client("dynamodb"), moto_server.client("sqs")
+    table = dynamodb.describe_table(TableName="cwapply-state")["Table"]
+    assert [i["IndexName"] for i in table["GlobalSecondaryIndexes"]] == ["by-kind"]
+    ttl = dynamodb.describe_time_to_live(TableName="cwapply-state")["TimeToLiveDescription"]
+    assert ttl["AttributeName"] == "ttl"
+    url = sqs.get_queue_url(QueueName="cwapply-runs")["QueueUrl"]
+    attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert '"maxReceiveCount": 6' in attrs["RedrivePolicy"] or '"maxReceiveCount":6' in attrs[
+        "RedrivePolicy"
+    ]
+    assert attrs["MessageRetentionPeriod"] == "1209600"
+    scheduler = moto_server.client("scheduler")
+    schedule = scheduler.get_schedule(Name="cwapply-nightly-export", GroupName="cwapply")
+    assert schedule["ScheduleExpression"] == "cron(0 0,1 * * ? *)"
+    assert schedule["Target"]["DeadLetterConfig"]["Arn"].endswith(":cwapply-schedules-dlq")
+    # A second plan shows no changes.
+    _tf(out, env, "plan", "-detailed-exitcode", "-input=false", var)
+    _tf(out, env, "destroy", "-auto-approve", "-input=false", var)
+    assert "cwapply-state" not in dynamodb.list_tables()["TableNames"]
+
+
+def test_cli_lists_aws_among_the_deploy_providers() -> None:
+    with pytest.raises(SystemExit) as info:
+        cli_main(["deploy", "render", "--help"])
+    assert info.value.code == 0
