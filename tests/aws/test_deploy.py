@@ -116,9 +116,7 @@ def test_rendered_module_is_formatted_and_valid(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.aws
-def test_terraform_apply_plan_destroy_against_moto(
-    tmp_path: Path, moto_server: MotoServer
-) -> None:
+def test_terraform_apply_plan_destroy_against_moto(tmp_path: Path, moto_server: MotoServer) -> None:
     out = tmp_path / "out"
     _render(out, EXAMPLE, "--name", "cwapply")
     (out / "moto_override.tf").write_text(moto_override(moto_server.endpoint))
@@ -137,9 +135,10 @@ def test_terraform_apply_plan_destroy_against_moto(
     assert ttl["AttributeName"] == "ttl"
     url = sqs.get_queue_url(QueueName="cwapply-runs")["QueueUrl"]
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-    assert '"maxReceiveCount": 6' in attrs["RedrivePolicy"] or '"maxReceiveCount":6' in attrs[
-        "RedrivePolicy"
-    ]
+    assert (
+        '"maxReceiveCount": 6' in attrs["RedrivePolicy"]
+        or '"maxReceiveCount":6' in attrs["RedrivePolicy"]
+    )
     assert attrs["MessageRetentionPeriod"] == "1209600"
     scheduler = moto_server.client("scheduler")
     schedule = scheduler.get_schedule(Name="cwapply-nightly-export", GroupName="cwapply")
