@@ -190,6 +190,12 @@ def variables() -> list[hcl.Item]:
         _variable("log_retention_days", "number", "CloudWatch Logs retention.", 30),
         _variable("alert_email", "string", "Subscribed to the alerts topic when set.", ""),
         _variable(
+            "webhook_secret_arn",
+            "string",
+            "Secrets Manager secret holding the watcher's webhook URL (optional).",
+            "",
+        ),
+        _variable(
             "endpoint_url",
             "string",
             "One endpoint for every AWS API, for local stacks only (empty on AWS).",
@@ -270,6 +276,7 @@ def main(prefix: str, jobs: list[AwsJob]) -> list[hcl.Item]:
                 hcl.Attr("queue_arn", E("module.queue.queue_arn")),
                 hcl.Attr("dead_letter_queue_arn", E("module.queue.dead_letter_queue_arn")),
                 hcl.Attr("log_retention_days", E("var.log_retention_days")),
+                hcl.Attr("webhook_secret_arn", E("var.webhook_secret_arn")),
             ],
         ),
         hcl.Block(

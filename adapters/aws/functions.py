@@ -47,10 +47,10 @@ from cronwarden.engine import EngineSettings
 from cronwarden.errors import ConfigurationError
 from cronwarden.hosting import HostedRuntime, enabled_functions, jobset_of
 from cronwarden.jobs import JobSet
-from cronwarden.liveness import Report
+from cronwarden.liveness import Report, Watcher
 from cronwarden.logs import get_logger
 from cronwarden.model import RunRequest
-from cronwarden.notify import Notifier
+from cronwarden.notify import LogNotifier, Notifier, WebhookNotifier
 from cronwarden.ports import DeadLetter, Delivery, Provider, Queue
 from cronwarden.redaction import redact
 from cronwarden.settlement import Action, Verdict
@@ -58,6 +58,7 @@ from cronwarden.trigger import Worker
 
 from .queue import SqsQueue, delivery_of_message
 from .schedules import MalformedTick, due_window, parse_tick
+from .secrets import webhook_url
 
 log = get_logger("aws.functions")
 
@@ -165,6 +166,16 @@ class LambdaRuntime(HostedRuntime):
 
     def run_queue(self) -> SqsQueue:
         return self.sqs()
+
+    @property
+    def watcher(self) -> Watcher:
+        """The core watcher; its webhook URL may come by reference (:mod:`.secrets`)."""
+        with self._lock:
+            if self._watcher is None and self._notifiers is None:
+                url = webhook_url()
+                if url:
+                    self._notifiers = [LogNotifier(), WebhookNotifier(url)]
+        return super().watcher
 
     # -- trigger ------------------------------------------------------------------------------
     def handle_tick(self, event: Any) -> dict[str, Any]:

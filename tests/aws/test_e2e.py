@@ -4,12 +4,14 @@ worker handler → DynamoDB records; duplicates, poison messages, crash loops, r
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from click.testing import CliRunner
 
 from cronwarden.cli import cli
+from cronwarden.emulators.aws import MotoServer
 from cronwarden.model import format_window
 from cronwarden.ports import LOCK, RUN, STATUS, Key
 from tests.aws import e2e_jobs
@@ -176,3 +178,35 @@ def test_a_failing_tick_goes_to_the_schedule_dead_letter_queue(stack: Stack) -> 
     assert len(calls) == 3  # first try + MaximumRetryAttempts 2
     got = stack.sqs.receive_message(QueueUrl=dlq_url, WaitTimeSeconds=1).get("Messages", [])
     assert len(got) == 1 and json.loads(got[0]["Body"])["job"] == "hourly"
+
+
+@pytest.mark.parametrize("kind", ["secret", "parameter"])
+def test_the_watcher_reads_its_webhook_url_by_reference(
+    moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    from cronwarden.adapters.aws import AwsProvider
+    from cronwarden.adapters.aws.functions import make_handlers, runtime_of
+    from cronwarden.adapters.aws.secrets import PARAMETER_ENV, SECRET_ENV
+    from cronwarden.notify import WebhookNotifier
+
+    url = "https://hooks.example.com/services/T000/B000/very-secret-token"
+    name = f"cw-webhook-{kind}-{uuid.uuid4().hex[:6]}"
+    if kind == "secret":
+        moto_server.client("secretsmanager").create_secret(Name=name, SecretString=url)
+        monkeypatch.setenv(SECRET_ENV, name)
+    else:
+        moto_server.client("ssm").put_parameter(Name=name, Value=url, Type="SecureString")
+        monkeypatch.setenv(PARAMETER_ENV, name)
+    settings = moto_server.settings()
+    for key, value in settings.to_env().items():
+        monkeypatch.setenv(key, value)
+    provider = AwsProvider(settings)
+    _, _, watcher = make_handlers(e2e_jobs, provider=provider)
+    try:
+        notifiers = runtime_of(watcher).watcher.notifiers
+        hooks = [n for n in notifiers if isinstance(n, WebhookNotifier)]
+        assert len(hooks) == 1 and hooks[0].url == url
+        report = watcher({}, None)
+        assert url not in json.dumps(report)
+    finally:
+        provider.close()

@@ -59,6 +59,12 @@ variable "dead_letter_queue_arn" {
   type = string
 }
 
+variable "webhook_secret_arn" {
+  description = "Secrets Manager secret holding the watcher's webhook URL (read by reference)."
+  type        = string
+  default     = ""
+}
+
 variable "log_retention_days" {
   type    = number
   default = 30
@@ -118,6 +124,14 @@ data "aws_iam_policy_document" "functions" {
     ]
     resources = [var.queue_arn, var.dead_letter_queue_arn]
   }
+  dynamic "statement" {
+    for_each = var.webhook_secret_arn == "" ? [] : [var.webhook_secret_arn]
+    content {
+      sid       = "WebhookSecret"
+      actions   = ["secretsmanager:GetSecretValue"]
+      resources = [statement.value]
+    }
+  }
   statement {
     sid       = "Logs"
     actions   = ["logs:CreateLogStream", "logs:PutLogEvents"]
@@ -149,7 +163,11 @@ resource "aws_lambda_function" "function" {
   timeout          = local.timeouts[each.key]
 
   environment {
-    variables = merge(var.environment, { CRONWARDEN_FUNCTIONS = each.key })
+    variables = merge(
+      var.environment,
+      { CRONWARDEN_FUNCTIONS = each.key },
+      var.webhook_secret_arn == "" ? {} : { CRONWARDEN_WEBHOOK_SECRET_ARN = var.webhook_secret_arn },
+    )
   }
 
   depends_on = [aws_cloudwatch_log_group.function, aws_iam_role_policy.functions]
