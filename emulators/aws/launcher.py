@@ -1,4 +1,5 @@
-"""A moto server (``moto[server]``) in its own process group on a free 127.0.0.1 port.
+"""A moto server (``moto[server]``) in its own process group on a free 127.0.0.1 port, with
+DynamoDB calls serialised as the service serialises transactions (see :mod:`.server`).
 
 moto keeps every service (DynamoDB, SQS, EventBridge Scheduler, Lambda, IAM, CloudWatch, SNS,
 Logs) in memory behind one endpoint. Measured here (DESIGN §7): conditional writes, transactions
@@ -25,7 +26,7 @@ REGION = "us-east-1"
 
 @dataclass
 class MotoServer:
-    """``python -m moto.server`` on ``port`` (default: a free one)."""
+    """moto's server (through :mod:`.server`) on ``port`` (default: a free one)."""
 
     port: int | None = None
     region: str = REGION
@@ -44,7 +45,15 @@ class MotoServer:
         log.close()
         self._process = ManagedProcess(
             "moto",
-            [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(self.port)],
+            [
+                sys.executable,
+                "-m",
+                "cronwarden.emulators.aws.server",
+                "-H",
+                LOOPBACK,
+                "-p",
+                str(self.port),
+            ],
             log.name,
         ).start()
         self._process.wait_ready(
