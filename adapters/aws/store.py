@@ -223,14 +223,13 @@ class DynamoStore(Store):
                         ) from None
                     _backoff(attempt)
                     continue
-                if index in reads:
+                if failed in reads:
                     _backoff(attempt)
                     continue
-                op = ops[index]
-                reason = "exists" if isinstance(op, Create) else "version"
-                raise CommitConflict(
-                    index, reason, f"{op.key.kind} {op.key.job}/{op.key.id}"
-                ) from None
+                refused = ops[failed]
+                reason = "exists" if isinstance(refused, Create) else "version"
+                detail = f"{refused.key.kind} {refused.key.job}/{refused.key.id}"
+                raise CommitConflict(failed, reason, detail) from None
         raise StoreUnavailable(
             f"Merge maximums on job {ops[0].key.job!r} lost {self.merge_attempts} races in a "
             "row; nothing was applied"
