@@ -59,7 +59,7 @@ def test_run_once_executes_the_example_and_sends_each_mail_once(tmp_path: Path) 
     [
         (["run", "--jobs", "no/such/file.py", "--once"], "does not exist"),
         (["run", "--jobs", "no_such_module_xyz", "--once"], "cannot import job module"),
-        (["status", "--jobs", EXAMPLE, "--provider", "aws"], "unknown provider 'aws'"),
+        (["status", "--jobs", EXAMPLE, "--provider", "nimbus"], "unknown provider 'nimbus'"),
         (["history", "--jobs", EXAMPLE, "nope"], "unknown job 'nope'"),
         (["trigger", "--jobs", EXAMPLE, "nightly-export", "--window", "soon"], "not an ISO time"),
         (["dlq", "show", "missing-id"], "no dead letter"),
