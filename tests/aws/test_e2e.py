@@ -210,3 +210,51 @@ def test_the_watcher_reads_its_webhook_url_by_reference(
         assert url not in json.dumps(report)
     finally:
         provider.close()
+
+
+def test_worker_answers_a_mixed_batch_with_exactly_the_failed_records(stack: Stack) -> None:
+    """One SQS event, three records: a good run (deleted by Lambda), a poisoned run with
+    attempts left (listed: it comes back after its backoff), a malformed body (dead-lettered
+    with the reason by the worker itself, so not listed)."""
+    from cronwarden.emulators.aws.event_source import sqs_record
+    from cronwarden.model import RunRequest
+    from cronwarden.trigger import request_attributes
+
+    queue = stack.provider.queue()
+    window = _hour()
+    for request in (RunRequest("hourly", window), RunRequest("poison", window)):
+        queue.publish(request.to_json(), attributes=request_attributes(request))
+    queue.publish(b"{not json", attributes={"job": "hourly"})
+    messages: list[dict[str, object]] = []
+    while len(messages) < 3:
+        messages += stack.sqs.receive_message(
+            QueueUrl=queue.queue_url,
+            MaxNumberOfMessages=10,
+            WaitTimeSeconds=1,
+            MessageSystemAttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        ).get("Messages", [])
+    event = {"Records": [sqs_record(m, stack.host.queue_arn, "us-east-1") for m in messages]}
+    response = stack.worker(event, None)
+    by_body = {m["Body"]: m["MessageId"] for m in messages}  # type: ignore[index]
+    poison_id = next(i for b, i in by_body.items() if '"poison"' in str(b))
+    assert response == {"batchItemFailures": [{"itemIdentifier": poison_id}]}
+    (dead,) = queue.dlq_peek(5)
+    assert dead.reason == "MalformedRequest" and dead.body == b"{not json"
+    assert _run(stack, "hourly", window)["state"] == "succeeded"
+    assert _run(stack, "poison", window)["state"] == "failed"
+
+
+def test_trigger_accepts_ticks_routed_through_an_sqs_queue(stack: Stack) -> None:
+    window = _hour()
+    good = {
+        "messageId": "m1",
+        "body": json.dumps({"v": 1, "job": "hourly", "scheduled_time": window.isoformat()}),
+    }
+    bad = {
+        "messageId": "m2",
+        "body": json.dumps({"v": 1, "job": "nope", "scheduled_time": window.isoformat()}),
+    }
+    response = stack.trigger({"Records": [good, bad]}, None)
+    assert response == {"batchItemFailures": [{"itemIdentifier": "m2"}]}
+    stack.host.run_until(lambda: _run(stack, "hourly", window).get("state") == "succeeded")
