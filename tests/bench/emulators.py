@@ -18,7 +18,7 @@ from typing import Any
 
 from cronwarden.ports import Store
 
-STORES = ("sqlite", "firestore", "table")
+STORES = ("sqlite", "firestore", "table", "dynamodb")
 
 
 class Unavailable(RuntimeError):
@@ -34,6 +34,7 @@ class Emulators:
         self._pubsub: Any = None
         self._azurite: Any = None
         self._servicebus: Any = None
+        self._moto: Any = None
         self.startup_s: dict[str, float] = {}
         self._closers: list[Callable[[], None]] = []
 
@@ -108,6 +109,21 @@ class Emulators:
             )
         return self._servicebus
 
+    def moto(self) -> Any:
+        if self._moto is None:
+            try:
+                import boto3  # noqa: F401
+                import moto.server  # noqa: F401
+            except ImportError as exc:
+                raise Unavailable(f"boto3 / moto[server] missing: {exc}") from None
+            from cronwarden.emulators.aws import MotoServer
+
+            self._moto = self._started("moto", lambda: MotoServer().start(), lambda m: m.stop())
+            for name, value in self._moto.env().items():
+                if name.startswith("AWS_"):
+                    os.environ.setdefault(name, value)
+        return self._moto
+
     # -- fresh stores -----------------------------------------------------------------------
     @contextlib.contextmanager
     def store(self, name: str) -> Iterator[Store]:
@@ -128,6 +144,10 @@ class Emulators:
             store = TableStore.from_connection_string(
                 azurite.connection_string, azurite.new_table()
             )
+        elif name == "dynamodb":
+            from cronwarden.adapters.aws import DynamoStore
+
+            store = DynamoStore.from_settings(self.moto().settings())
         else:
             raise ValueError(f"unknown store {name!r}")
         try:
