@@ -62,7 +62,6 @@ from cronwarden.notify import Notifier
 from cronwarden.ports import DeadLetter, Delivery, Provider
 from cronwarden.redaction import redact
 from cronwarden.settlement import Action, Verdict, republish
-from cronwarden.trigger import Worker
 
 from ._timer import TimerSchedule, due_window, timer_schedule_for
 from .servicebus import ServiceBusQueue, attempt_of, public_attributes, retry_by_copy
@@ -231,27 +230,12 @@ class AzureRuntime(HostedRuntime):
         self.actions = actions
         self.timers: dict[str, TimerSchedule] = {}
         self.last_report: Report | None = None
-        self._worker: Worker | None = None
 
     def servicebus(self) -> ServiceBusQueue:
-        queue = self.provider.queue()
-        if not isinstance(queue, ServiceBusQueue):
-            raise ConfigurationError(
-                "the Azure timer and worker functions need the azure provider's Service Bus "
-                f"queue, got {type(queue).__name__} (set CRONWARDEN_PROVIDER=azure)"
-            )
-        return queue
+        return self.queue_of(ServiceBusQueue, "the Azure timer and worker functions", "azure")
 
     def run_queue(self) -> ServiceBusQueue:
         return self.servicebus()
-
-    @property
-    def worker(self) -> Worker:
-        """The core worker (decides only; :func:`settle_with_actions` applies its verdicts)."""
-        with self._lock:
-            if self._worker is None:
-                self._worker = Worker(self.engine)
-            return self._worker
 
     # -- the handlers -----------------------------------------------------------------------
     def handle_timer(self, job: Job, past_due: bool = False) -> list[RunRequest]:

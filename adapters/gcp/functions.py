@@ -41,7 +41,6 @@ from types import ModuleType
 from typing import Any
 
 from cronwarden.engine import Engine, EngineSettings
-from cronwarden.errors import ConfigurationError
 from cronwarden.hosting import (
     FUNCTIONS_ENV,
     HostedRuntime,
@@ -92,6 +91,8 @@ class PushWorker(Worker):
 class FunctionsRuntime(HostedRuntime):
     """What the three functions share; built lazily, once per instance, thread-safe."""
 
+    in_progress_retries = True  #: a push redelivered while its run goes on carries the run
+
     def __init__(
         self,
         jobs: JobSet,
@@ -101,27 +102,12 @@ class FunctionsRuntime(HostedRuntime):
         notifiers: list[Notifier] | None = None,
     ) -> None:
         super().__init__(jobs, provider=provider, settings=settings, notifiers=notifiers)
-        self._worker: Worker | None = None
 
     def pubsub(self) -> PubSubQueue:
-        queue = self.provider.queue()
-        if not isinstance(queue, PubSubQueue):
-            raise ConfigurationError(
-                f"the GCP trigger and worker functions need the gcp provider's Pub/Sub queue, "
-                f"got {type(queue).__name__} (set CRONWARDEN_PROVIDER=gcp)"
-            )
-        return queue
+        return self.queue_of(PubSubQueue, "the GCP trigger and worker functions", "gcp")
 
     def run_queue(self) -> PubSubQueue:
         return self.pubsub()
-
-    @property
-    def worker(self) -> Worker:
-        """The core worker with the push variant of the verdict mapping (decides only)."""
-        with self._lock:
-            if self._worker is None:
-                self._worker = Worker(self.engine, in_progress_retries=True)
-            return self._worker
 
     @property
     def push_queue(self) -> PushQueue:
