@@ -17,7 +17,7 @@ nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
 
 PYTHON = "3.11"
-TEST_EXTRAS = "dev,gcp,azure,aws,emulators"
+TEST_EXTRAS = "dev,gcp,azure,aws,emulators,postgres"
 
 
 def _build_wheel(session: nox.Session) -> str:

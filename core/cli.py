@@ -11,26 +11,41 @@ from typing import Any, NoReturn
 
 import click
 
+from .cli_notify import notify
 from .errors import CronwardenError
+from .hosting.settings import JOBS_ENV, PROVIDER_ENV, WEBHOOK_ENV
 from .redaction import redact
 
 JOBS = click.option(
     "--jobs",
     "-j",
     "jobs_target",
-    envvar="CRONWARDEN_JOBS",
+    envvar=JOBS_ENV,
     required=True,
     metavar="MODULE",
     help="Job module: a dotted name or a .py path (or $CRONWARDEN_JOBS).",
 )
-PROVIDER = click.option(
+_PROVIDER = click.option(
     "--provider",
     "-p",
-    envvar="CRONWARDEN_PROVIDER",
+    envvar=PROVIDER_ENV,
     default="local",
     show_default=True,
-    help="local, gcp, azure or aws (or $CRONWARDEN_PROVIDER).",
+    help="local, gcp, azure, aws or postgres (or $CRONWARDEN_PROVIDER).",
 )
+_DSN = click.option(
+    "--dsn",
+    expose_value=False,
+    callback=lambda ctx, _param, value: ctx.meta.__setitem__(_DSN_KEY, value) if value else None,
+    help="PostgreSQL DSN for --provider postgres (prefer $CRONWARDEN_POSTGRES_DSN: other users "
+    "can read a command line).",
+)
+_DSN_KEY = "cronwarden.dsn"
+
+
+def PROVIDER(command: Any) -> Any:
+    """``--provider`` and ``--dsn``."""
+    return _PROVIDER(_DSN(command))
 
 
 class _Fail(click.ClickException):
@@ -48,7 +63,13 @@ def _setup(jobs_target: str | None, provider_name: str) -> tuple[Any, Any]:
 
     configure()
     jobs = load_jobs(jobs_target) if jobs_target else None
-    return jobs, provider_from_env(provider_name)
+    options: dict[str, Any] = {}
+    dsn = click.get_current_context().meta.get(_DSN_KEY)
+    if dsn:
+        if provider_name.strip().lower() != "postgres":
+            raise _Fail("--dsn applies to --provider postgres only")
+        options["dsn"] = dsn
+    return jobs, provider_from_env(provider_name, **options)
 
 
 def _parse_time(text: str | None, name: str) -> datetime | None:
@@ -73,6 +94,9 @@ def _job(jobs: Any, name: str) -> Any:
 @click.version_option(package_name="cronwarden")
 def cli() -> None:
     """Scheduled jobs that run once per window, never overlap and never fail silently."""
+
+
+cli.add_command(notify)
 
 
 @cli.command()
@@ -159,7 +183,7 @@ def status(jobs_target: str, provider: str) -> None:
 @PROVIDER
 @click.option(
     "--webhook",
-    envvar="CRONWARDEN_WEBHOOK_URL",
+    envvar=WEBHOOK_ENV,
     help="Also POST alerts here (Slack-compatible; or $CRONWARDEN_WEBHOOK_URL).",
 )
 def check(jobs_target: str, provider: str, webhook: str | None) -> None:
@@ -357,20 +381,21 @@ def _print_history(store: Any, job: Any, *, limit: int) -> None:
     from rich.table import Table
 
     from .ports import RUN
+    from .records import RunRecord
 
     records = store.query(RUN, job.name)[-limit:][::-1]
     table = Table(title=f"history of {job.name}")
     for column in ("window", "state", "attempt", "run id", "duration ms", "error"):
         table.add_column(column)
     for record in records:
-        d = record.data
+        run = RunRecord.from_data(record.data)
         table.add_row(
             record.key.id,
-            str(d.get("state")),
-            str(d.get("attempt")),
-            str(d.get("run_id")),
-            str(d.get("duration_ms", "")),
-            redact(str(d.get("error") or ""))[:80],
+            run.state.value,
+            str(run.attempt),
+            run.run_id,
+            "" if run.duration_ms is None else str(run.duration_ms),
+            redact(run.error or "")[:80],
         )
     Console().print(table)
 

@@ -1,8 +1,8 @@
 """Choosing a provider by configuration, and loading job modules.
 
 ``CRONWARDEN_PROVIDER`` selects the provider (``local`` by default, ``gcp``, ``azure``,
-``aws``); each provider reads its own settings from the environment (see its ``from_env``).
-Job code never names a provider: moving clouds is a configuration change.
+``aws``, ``postgres``); each provider reads its own settings from the environment (see its
+``from_env``). Job code never names a provider: moving clouds is a configuration change.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Mapping
+from datetime import timedelta
 from types import ModuleType
 from typing import Any
 
@@ -23,12 +25,15 @@ PROVIDERS = {
     "gcp": "cronwarden.adapters.gcp:GcpProvider",
     "azure": "cronwarden.adapters.azure:AzureProvider",
     "aws": "cronwarden.adapters.aws:AwsProvider",
+    "postgres": "cronwarden.adapters.postgres:PostgresProvider",
 }
 
 
 def provider_from_env(name: str | None = None, **options: Any) -> Provider:
     """Build the provider named ``name`` (default ``$CRONWARDEN_PROVIDER`` or ``local``)."""
-    chosen = (name or os.environ.get("CRONWARDEN_PROVIDER") or "local").strip().lower()
+    from .hosting.settings import DEFAULT_PROVIDER, PROVIDER_ENV
+
+    chosen = (name or os.environ.get(PROVIDER_ENV) or DEFAULT_PROVIDER).strip().lower()
     target = PROVIDERS.get(chosen)
     if target is None:
         raise ConfigurationError(
@@ -38,7 +43,7 @@ def provider_from_env(name: str | None = None, **options: Any) -> Provider:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        extra = {"gcp": "gcp", "azure": "azure", "aws": "aws"}.get(chosen)
+        extra = {"gcp": "gcp", "azure": "azure", "aws": "aws", "postgres": "postgres"}.get(chosen)
         hint = f" (pip install 'cronwarden[{extra}]')" if extra else ""
         raise ConfigurationError(f"provider {chosen!r} is not available: {exc}{hint}") from exc
     cls = getattr(module, attr)
@@ -75,3 +80,60 @@ def load_jobs(target: str) -> JobSet:
     if not len(jobs):
         raise ConfigurationError(f"{target!r} defines no jobs (declare them with @cronwarden.job)")
     return jobs
+
+
+# -- reading settings from the environment (shared by every settings object) ---------------------
+
+
+def env_text(env: Mapping[str, str], name: str, default: str = "") -> str:
+    """``env[name]`` stripped, or ``default`` when unset or empty."""
+    return (env.get(name) or "").strip() or default
+
+
+def env_int(
+    env: Mapping[str, str],
+    name: str,
+    default: int,
+    *,
+    low: int | None = None,
+    high: int | None = None,
+) -> int:
+    """An integer setting within ``[low, high]``; a bad value raises
+    :class:`ConfigurationError` naming the variable."""
+    raw = env_text(env, name)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"{low} to {high}" if low is not None and high is not None else f">= {low}"
+        raise ConfigurationError(f"{name} must be {bounds}, got {value}")
+    return value
+
+
+def env_flag(env: Mapping[str, str], name: str) -> bool | None:
+    """A yes/no setting (1/true/yes/on vs anything else); ``None`` when unset."""
+    raw = env.get(name)
+    if raw is None:
+        return None
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_duration(env: Mapping[str, str], name: str) -> timedelta | None:
+    """A duration setting (``90d``, ``1h30m``); ``None`` when unset."""
+    raw = env_text(env, name)
+    if not raw:
+        return None
+    from .durations import parse_duration
+
+    try:
+        return parse_duration(raw, field=name)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+def duration_text(value: timedelta) -> str:
+    """A duration as :func:`env_duration` reads it back (whole seconds: ``"3600s"``)."""
+    return f"{int(value.total_seconds())}s"

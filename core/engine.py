@@ -1,8 +1,10 @@
-"""The run protocol (DESIGN §3): claim, lease, run the handler, record the outcome.
+"""The run protocol: claim, run the handler under a lease, record the outcome.
 
 ``Engine.execute(request)`` is what every worker (local, Pub/Sub push, Service Bus trigger)
 calls for one delivery. It returns an :class:`Outcome` that says how to settle the delivery;
-the engine itself never touches a queue.
+the engine itself never touches a queue. It orchestrates three parts: claiming
+(:mod:`cronwarden.claiming`), the lease every fenced write goes through, the completion
+included (:mod:`cronwarden.lease`), and the run's ledger (:mod:`cronwarden.ledger`).
 
 Round trips on the happy path: one commit to claim (create run record + create lock + status
 "running"), one commit to complete (run succeeded + delete lock + status), plus one per lease
@@ -14,51 +16,38 @@ from __future__ import annotations
 import enum
 import logging
 import os
-import secrets
 import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-from .context import Ledger, RunContext, Uncertain
+from .claiming import Claim, Claimer, Refusal
+from .context import RunContext, RunInfo
 from .errors import (
     Cancelled,
-    CommitConflict,
     LeaseLost,
     MalformedRunRequest,
     PermanentError,
     RunInterrupted,
     UnknownJob,
 )
-from .jobs import Job, JobSet, Overlap
+from .jobs import Job, JobSet
 from .lease import Clock, Lease, LeaseKeeper
+from .ledger import Ledger, Uncertain
 from .logs import RunLogger, get_logger
-from .model import RunRequest, RunState, fingerprint, format_window, new_run_id
-from .ports import ITEM, Create, Delete, Merge, Op, Store, Update
+from .model import RunRequest, RunState, format_window, new_run_id
+from .ports import Merge, Store
 from .records import (
-    LockView,
-    RunView,
-    expire_at,
-    iso,
-    lock_key_of,
-    parse_iso,
-    run_key_of,
+    CONSECUTIVE_FAILURES,
+    LAST_SUCCESS_WINDOW_TS,
+    RunRecord,
+    status_failed,
     status_key_of,
+    status_succeeded,
 )
 from .redaction import snippet
-
-_CLAIM_ROUNDS = 6
-_CATCHING_UP = {"catch_up", "backfill"}
-
-
-def _until(when: datetime | None, now: datetime) -> float:
-    """Seconds from ``now`` until just after ``when`` (at least one)."""
-    if when is None:
-        return 1.0
-    return max(1.0, (when - now).total_seconds() + 1.0)
 
 
 def utcnow() -> datetime:
@@ -85,18 +74,16 @@ class OutcomeKind(enum.StrEnum):
 
     @property
     def settle(self) -> Settle:
-        # IN_PROGRESS retries rather than acks: if this delivery is the owner's own message come
-        # back (its visibility ran out), acking it would drop the only carrier of the run.
-        if self in (
-            OutcomeKind.DEFERRED,
-            OutcomeKind.FAILED,
-            OutcomeKind.LEASE_LOST,
-            OutcomeKind.IN_PROGRESS,
-        ):
-            return Settle.RETRY
-        if self in (OutcomeKind.DEAD_LETTERED, OutcomeKind.REJECTED):
+        """Deprecated: the policy is :func:`cronwarden.settlement.verdict_for`; this is its
+        action folded onto the old three values (a postponement was a retry)."""
+        from .settlement import Action, verdict_for
+
+        action = verdict_for(Outcome(self, "")).action
+        if action is Action.ACK:
+            return Settle.ACK
+        if action is Action.DEAD_LETTER:
             return Settle.DEAD_LETTER
-        return Settle.ACK
+        return Settle.RETRY
 
 
 @dataclass(frozen=True)
@@ -131,13 +118,6 @@ class EngineSettings:
     error_snippet_chars: int = 500
 
 
-@dataclass
-class _Claim:
-    lease: Lease
-    view: RunView
-    resumed: bool
-
-
 class Engine:
     """Runs requests of ``jobs`` against ``store``; one instance per worker process is enough."""
 
@@ -157,6 +137,13 @@ class Engine:
         self._shutdown = threading.Event()
         self._active: set[Lease] = set()
         self._active_guard = threading.Lock()
+        self.claimer = Claimer(
+            store,
+            worker_id=self.worker_id,
+            clock=self.now,
+            retention=self.settings.retention,
+            error_snippet_chars=self.settings.error_snippet_chars,
+        )
 
     # -- public -----------------------------------------------------------------------------
     def now(self) -> datetime:
@@ -203,328 +190,53 @@ class Engine:
                 "worker": self.worker_id,
             },
         )
-        claimed = self._claim(job, request, run_id, redrive, log)
+        claimed = self.claim(job, request, run_id=run_id, redrive=redrive, log=log)
         if isinstance(claimed, Outcome):
             return claimed
         return self._run(job, request, claimed, log, on_renew)
 
-    # -- claim ------------------------------------------------------------------------------
-    def _claim(
-        self, job: Job, request: RunRequest, run_id: str, redrive: int, log: RunLogger
-    ) -> _Claim | Outcome:
-        window_text = format_window(request.window)
-        run_k, lock_k, status_k = (
-            run_key_of(job.name, window_text),
-            lock_key_of(job.name),
-            status_key_of(job.name),
-        )
-        owner = f"{self.worker_id}:{secrets.token_hex(4)}"
-        payload_fp = fingerprint(request.payload)
-        ttl = self.lease_ttl(job)
-
-        for round_no in range(_CLAIM_ROUNDS):
-            now = self.now()
-            expires = iso(now + ttl)
-            lock_data = {
-                "owner": owner,
-                "run_id": run_id,
-                "run_key": request.run_key,
-                "window": window_text,
-                "reason": request.reason,
-                "lease_expires": expires,
-            }
-            run_data: dict[str, Any]
-            ops: list[Op]
-            if round_no == 0:
-                # Fast path: nothing exists yet (the common case). One round trip.
-                run_data = self._fresh_run(job, request, run_id, owner, payload_fp, now, ttl)
-                ops = [Create(run_k, run_data), Create(lock_k, lock_data)]
-                existing_run = existing_lock = None
-            else:
-                existing_run = self.store.get(run_k)
-                existing_lock = self.store.get(lock_k)
-                now = self.now()
-                verdict = self._judge(
-                    job, request, existing_run, existing_lock, payload_fp, redrive, now, log
-                )
-                if verdict is not None:
-                    return verdict
-                if existing_run is None:
-                    run_data = self._fresh_run(job, request, run_id, owner, payload_fp, now, ttl)
-                    ops = [Create(run_k, run_data)]
-                else:
-                    run_data = self._takeover(existing_run.data, run_id, owner, redrive, now, ttl)
-                    ops = [Update(run_k, run_data, existing_run.version)]
-                ops.append(
-                    Create(lock_k, lock_data)
-                    if existing_lock is None
-                    else Update(lock_k, lock_data, existing_lock.version)
-                )
-            ops.append(Merge(status_k, self._status_started(job, request, run_data, now)))
-            try:
-                versions = self.store.commit(ops)
-            except CommitConflict:
-                continue
-            view = RunView(run_data)
-            lease = Lease(
-                self.store,
-                self.settings.clock,
-                ttl,
-                run_k,
-                run_data,
-                versions[0],
-                lock_k,
-                lock_data,
-                versions[1],
-            )
-            log.extra["attempt"] = view.attempt  # type: ignore[index]
-            log.extra["fence"] = view.fence  # type: ignore[index]
-            log.event(
-                logging.INFO,
-                "run.started",
-                f"{job.name}: started window {window_text} (attempt {view.attempt}"
-                f"{', resuming from checkpoint' if view.fence > 1 else ''})",
-                resumed=view.fence > 1,
-                reason=request.reason,
-            )
-            return _Claim(lease, view, resumed=view.fence > 1)
-        log.event(
-            logging.WARNING,
-            "run.deferred",
-            f"{job.name}: claim contended {_CLAIM_ROUNDS} times; trying again later",
-            reason="contention",
-        )
-        return Outcome(
-            OutcomeKind.DEFERRED, request.run_key, delay=self._backoff(job, 1), reason="contention"
-        )
-
-    def _judge(
+    # -- the three parts, public for tests and tools -----------------------------------------
+    def claim(
         self,
         job: Job,
         request: RunRequest,
-        run: Any,
-        lock: Any,
-        payload_fp: str,
-        redrive: int,
-        now: datetime,
-        log: RunLogger,
-    ) -> Outcome | None:
-        """None when this worker may take the run; else the outcome that refuses it."""
-        key = request.run_key
-        if run is not None:
-            view = RunView(run.data)
-            if run.data.get("payload_fp", payload_fp) != payload_fp:
-                detail = (
-                    f"{key} was first run with a different payload; "
-                    "use another window or job for different input"
-                )
-                log.event(logging.ERROR, "run.rejected", detail, reason="PayloadMismatch")
-                return Outcome(OutcomeKind.REJECTED, key, reason="PayloadMismatch", detail=detail)
-            if view.state is RunState.SUCCEEDED or (
-                view.state is RunState.DEAD_LETTERED and redrive <= view.redrive
-            ):
-                log.event(
-                    logging.INFO,
-                    "run.skipped",
-                    f"{job.name}: {key} already {view.state.value}; duplicate delivery",
-                    reason="duplicate",
-                    state=view.state.value,
-                )
-                self._record_skip(job, "duplicate", "", now, overlap=False)
-                return Outcome(OutcomeKind.DUPLICATE, key, reason="duplicate")
-            if view.lease_live(now) and (lock is None or lock.data.get("run_key") == key):
-                holder = f"{view.owner} (run {run.data.get('run_id')})"
-                log.event(
-                    logging.INFO,
-                    "run.skipped",
-                    f"{job.name}: {key} is being run by {holder}; duplicate delivery",
-                    reason="in_progress",
-                    lock_owner=holder,
-                )
-                self._record_skip(job, "in_progress", holder, now, overlap=False)
-                return Outcome(
-                    OutcomeKind.IN_PROGRESS,
-                    key,
-                    delay=_until(view.lease_expires, now),
-                    reason="in_progress",
-                    detail=holder,
-                )
-        if lock is not None and LockView(lock.data).live(now):
-            holder_view = LockView(lock.data)
-            if lock.data.get("run_key") == key:
-                log.event(
-                    logging.INFO,
-                    "run.skipped",
-                    f"{job.name}: {key} is being run by {holder_view.holder}",
-                    reason="in_progress",
-                    lock_owner=holder_view.holder,
-                )
-                self._record_skip(job, "in_progress", holder_view.holder, now, overlap=False)
-                return Outcome(
-                    OutcomeKind.IN_PROGRESS,
-                    key,
-                    delay=_until(parse_iso(lock.data.get("lease_expires")), now),
-                    reason="in_progress",
-                    detail=holder_view.holder,
-                )
-            return self._overlap(job, request, holder_view.holder, now, log, lock.data)
-        return None
-
-    def _overlap(
-        self,
-        job: Job,
-        request: RunRequest,
-        holder: str,
-        now: datetime,
-        log: RunLogger,
-        lock: dict[str, Any],
-    ) -> Outcome:
-        key = request.run_key
-        policy = job.overlap
-        if {request.reason, lock.get("reason")} & _CATCHING_UP:
-            # Catch-up and backfill runs queue behind each other and behind the current window;
-            # skipping would drop the very windows they exist to fill.
-            policy = Overlap.DEFER
-        if policy is Overlap.SKIP:
-            log.event(
-                logging.WARNING,
-                "run.skipped",
-                f"{job.name}: skipped {key}: lock held by {holder}",
-                reason="lock_held",
-                lock_owner=holder,
-            )
-            self._record_skip(job, "lock_held", holder, now, overlap=True)
-            return Outcome(OutcomeKind.SKIPPED, key, reason="lock_held", detail=holder)
-        if policy is Overlap.DEFER:
-            delay = self._backoff(job, 1)
-            log.event(
-                logging.INFO,
-                "run.deferred",
-                f"{job.name}: deferred {key} by {delay:.0f}s: lock held by {holder}",
-                reason="lock_held",
-                lock_owner=holder,
-                delay_s=delay,
-            )
-            self._record_skip(job, "deferred", holder, now, overlap=False)
+        *,
+        run_id: str | None = None,
+        redrive: int = 0,
+        log: RunLogger | None = None,
+    ) -> Claim | Outcome:
+        """Claim ``request``'s run key for this worker: a :class:`~cronwarden.claiming.Claim`
+        (the lease is then this caller's to write through and finish), or the outcome that
+        refuses it. ``execute`` does this, then runs the handler and records its result."""
+        run_id = run_id or new_run_id(self.now())
+        log = log or RunLogger(get_logger("run"), {"job": job.name, "run_key": request.run_key})
+        claimed = self.claimer.claim(job, request, run_id, redrive, self.lease_ttl(job), log)
+        if isinstance(claimed, Refusal):
             return Outcome(
-                OutcomeKind.DEFERRED, key, delay=delay, reason="lock_held", detail=holder
+                OutcomeKind(claimed.kind.value),
+                request.run_key,
+                delay=claimed.delay,
+                reason=claimed.reason,
+                detail=claimed.detail,
             )
-        detail = f"{job.name}: overlap refused for {key}: lock held by {holder}"
-        log.event(logging.ERROR, "run.overlap", detail, reason="lock_held", lock_owner=holder)
-        self.store.commit(
-            [
-                Merge(
-                    status_key_of(job.name),
-                    {
-                        "last_error": detail[: self.settings.error_snippet_chars],
-                        "last_skip_reason": "overlap_failed",
-                        "last_skip_at": iso(now),
-                    },
-                    {"consecutive_failures": 1},
-                )
-            ]
+        return claimed
+
+    def ledger(self, job: Job, claim: Claim) -> Ledger:
+        """The ledger of a claimed run (read from the store when an earlier attempt ran)."""
+        batch = max(1, min(self.settings.batch_size, (self.store.max_commit_ops - 3) // 2))
+        ledger = Ledger(
+            job=job.name,
+            window=claim.run.window,
+            run_key=claim.run.run_key,
+            run_id=claim.run.run_id,
+            batch_size=batch,
+            uncertain=self.settings.uncertain,
+            retention=self.settings.retention,
+            clock=self.now,
         )
-        return Outcome(OutcomeKind.OVERLAP_FAILED, key, reason="lock_held", detail=detail)
-
-    def _record_skip(
-        self, job: Job, reason: str, holder: str, now: datetime, *, overlap: bool
-    ) -> None:
-        counter = "skips_since_success" if overlap else "duplicates"
-        self.store.commit(
-            [
-                Merge(
-                    status_key_of(job.name),
-                    {
-                        "last_skip_reason": reason,
-                        "last_skip_at": iso(now),
-                        "last_skip_owner": holder,
-                    },
-                    {counter: 1},
-                )
-            ]
-        )
-
-    # -- record builders --------------------------------------------------------------------
-    def _fresh_run(
-        self,
-        job: Job,
-        request: RunRequest,
-        run_id: str,
-        owner: str,
-        payload_fp: str,
-        now: datetime,
-        ttl: timedelta,
-    ) -> dict[str, Any]:
-        return {
-            "job": job.name,
-            "window": format_window(request.window),
-            "run_key": request.run_key,
-            "state": RunState.RUNNING.value,
-            "owner": owner,
-            "run_id": run_id,
-            "fence": 1,
-            "attempt": 1,
-            "budget_start": 0,
-            "redrive": 0,
-            "lease_expires": iso(now + ttl),
-            "started_at": iso(now),
-            "first_started_at": iso(now),
-            "finished_at": None,
-            "checkpoint": None,
-            "payload": request.payload,
-            "payload_fp": payload_fp,
-            "reason": request.reason,
-            "error": None,
-            "counters": {},
-            "expire_at": expire_at(now, self.settings.retention),
-        }
-
-    def _takeover(
-        self,
-        old: dict[str, Any],
-        run_id: str,
-        owner: str,
-        redrive: int,
-        now: datetime,
-        ttl: timedelta,
-    ) -> dict[str, Any]:
-        view = RunView(old)
-        data = dict(old)
-        data.update(
-            state=RunState.RUNNING.value,
-            owner=owner,
-            run_id=run_id,
-            fence=view.fence + 1,
-            attempt=view.attempt + 1,
-            lease_expires=iso(now + ttl),
-            started_at=iso(now),
-            finished_at=None,
-            previous_run_id=old.get("run_id"),
-            expire_at=expire_at(now, self.settings.retention),
-        )
-        if redrive > view.redrive:  # a redriven dead letter gets a fresh attempt budget
-            data.update(redrive=redrive, budget_start=view.attempt)
-        return data
-
-    def _status_started(
-        self, job: Job, request: RunRequest, run: dict[str, Any], now: datetime
-    ) -> dict[str, Any]:
-        return {
-            "job_name": job.name,
-            "run_id": run["run_id"],
-            "run_key": request.run_key,
-            "window": run["window"],
-            "status": RunState.RUNNING.value,
-            "started_at": iso(now),
-            "finished_at": None,
-            "duration_ms": None,
-            "attempt": run["attempt"],
-            "owner": run["owner"],
-            "lease_expires": run["lease_expires"],
-        }
-
-    def _item_record(self, item_key: str, data: dict[str, Any]) -> dict[str, Any]:
-        return {**data, "expire_at": expire_at(self.now(), self.settings.retention)}
+        if claim.resumed:
+            ledger.load(self.store)
+        return ledger
 
     def _backoff(self, job: Job, attempt: int) -> float:
         return job.retry.backoff(attempt).total_seconds()
@@ -534,34 +246,23 @@ class Engine:
         self,
         job: Job,
         request: RunRequest,
-        claim: _Claim,
+        claim: Claim,
         log: RunLogger,
         on_renew: Callable[[], None] | None,
     ) -> Outcome:
-        lease, view = claim.lease, claim.view
-        ledger = Ledger()
-        if claim.resumed:
-            prefix = f"{format_window(request.window)}/"
-            ledger = Ledger.from_records(self.store.query(ITEM, job.name, prefix=prefix))
-        batch = max(1, min(self.settings.batch_size, (self.store.max_commit_ops - 3) // 2))
-        ctx = RunContext(
+        lease, run = claim.lease, claim.run
+        info = RunInfo(
             job=job,
             window=request.window,
             run_key=request.run_key,
-            run_id=str(view.data["run_id"]),
-            attempt=view.attempt,
-            fence=view.fence,
+            run_id=run.run_id,
+            attempt=run.attempt,
+            fence=run.fence,
             payload=request.payload,
-            checkpoint=view.data.get("checkpoint"),
-            log=log,
-            lease=lease,
-            ledger=ledger,
-            batch_size=batch,
-            uncertain=self.settings.uncertain,
-            now=self.settings.clock,
-            retention=self.settings.retention,
-            item_record=self._item_record,
+            checkpoint=run.checkpoint,
         )
+        ledger = self.ledger(job, claim)
+        ctx = RunContext(info, lease=lease, ledger=ledger, log=log)
         keeper = LeaseKeeper(
             lease,
             max_runtime=job.max_runtime,
@@ -591,7 +292,7 @@ class Engine:
         duration_ms = int((time.monotonic() - started) * 1000)
         try:
             if error is None:
-                return self._complete(job, request, ctx, lease, duration_ms, log)
+                return self._complete(job, request, ctx, ledger, lease, duration_ms, log)
             if isinstance(error, LeaseLost) or lease.lost:
                 log.event(
                     logging.ERROR,
@@ -600,72 +301,49 @@ class Engine:
                     "this attempt wrote nothing after that",
                     reason="lease_lost",
                 )
-                return Outcome(
-                    OutcomeKind.LEASE_LOST,
-                    request.run_key,
-                    ctx.run_id,
-                    delay=self._backoff(job, 1),
-                    reason="lease_lost",
-                )
-            return self._fail(job, request, ctx, lease, error, duration_ms, log)
+                return self._lease_lost(job, request, ctx)
+            return self._fail(job, request, ctx, ledger, lease, error, duration_ms, log)
         finally:
             if error is not None and not isinstance(error, Exception):
                 raise error  # KeyboardInterrupt / SystemExit after recording
+
+    def _lease_lost(self, job: Job, request: RunRequest, ctx: RunContext) -> Outcome:
+        return Outcome(
+            OutcomeKind.LEASE_LOST,
+            request.run_key,
+            ctx.run_id,
+            delay=self._backoff(job, 1),
+            reason="lease_lost",
+        )
 
     def _complete(
         self,
         job: Job,
         request: RunRequest,
         ctx: RunContext,
+        ledger: Ledger,
         lease: Lease,
         duration_ms: int,
         log: RunLogger,
     ) -> Outcome:
         now = self.now()
-        run_data = {
-            **lease.run_data,
-            "state": RunState.SUCCEEDED.value,
-            "finished_at": iso(now),
-            "duration_ms": duration_ms,
-            "counters": ctx.counters,
-            "error": None,
-        }
-        status = {
-            "status": RunState.SUCCEEDED.value,
-            "run_id": ctx.run_id,
-            "run_key": request.run_key,
-            "finished_at": iso(now),
-            "duration_ms": duration_ms,
-            "error_snippet": None,
-            "last_success_at": iso(now),
-            "consecutive_failures": 0,
-            "skips_since_success": 0,
-            "counters": ctx.counters,
-        }
-        success = {"last_success_window_ts": int(request.window.timestamp())}
+        run = lease.run.with_(
+            state=RunState.SUCCEEDED,
+            finished_at=now,
+            duration_ms=duration_ms,
+            counters=ctx.counters,
+            error=None,
+        )
+        fields = status_succeeded(run, now, duration_ms, ctx.counters)
+        success = {LAST_SUCCESS_WINDOW_TS: int(request.window.timestamp())}
         maximums: dict[str, int] = {}
-        if self._newest_window(job, request, lease):
-            status.update(success)  # a plain field: no store needs a read to write it
+        if self._success_window_is_plain(job, request, lease):
+            fields.update(success)
         else:
-            maximums = success  # raised, never lowered: Table Storage reads to do that
-        if not self._finish(
-            lease,
-            run_data,
-            status,
-            {},
-            ctx.take_completed(),
-            log,
-            job,
-            request,
-            maximums,
-        ):
-            return Outcome(
-                OutcomeKind.LEASE_LOST,
-                request.run_key,
-                ctx.run_id,
-                delay=self._backoff(job, 1),
-                reason="lease_lost",
-            )
+            maximums = success  # raised, never lowered
+        status = Merge(status_key_of(job.name), fields, maximums=maximums)
+        if not self._record(job, request, lease, run, status, ledger, log):
+            return self._lease_lost(job, request, ctx)
         log.event(
             logging.INFO,
             "run.completed",
@@ -678,15 +356,22 @@ class Engine:
             OutcomeKind.SUCCEEDED, request.run_key, ctx.run_id, counters=dict(ctx.counters)
         )
 
-    def _newest_window(self, job: Job, request: RunRequest, lease: Lease) -> bool:
-        """True when no later window of ``job`` can have succeeded before this run completes:
-        this attempt claimed more than ``lease_margin`` (the worst clock skew) before the next
-        window was due, so no later window had fired anywhere, and the job's lock, held since
-        the claim, keeps later windows from completing first (a later window that took an
-        expired lock over fences this completion out). The success window is then written as a
-        plain field; otherwise (catch-up, backfill, late retries, windows shorter than the
-        margin) as a maximum, which Table Storage can only apply by reading the status first."""
-        claimed = parse_iso(lease.run_data.get("started_at"))
+    def _success_window_is_plain(self, job: Job, request: RunRequest, lease: Lease) -> bool:
+        """Whether the completion writes the job's success window as a plain field rather than
+        as a maximum (raised, never lowered).
+
+        A plain field is correct when no later window of ``job`` can have succeeded before this
+        run completes: this attempt claimed more than ``lease_margin`` (the worst clock skew)
+        before the next window was due, so no later window had fired anywhere, and the job's
+        lock, held since the claim, keeps later windows from completing first (a later window
+        that took an expired lock over fences this completion out). Otherwise (catch-up,
+        backfill, late retries, windows shorter than the margin) only a maximum is correct.
+
+        A plain field is never dearer than a maximum, and on a store without
+        ``capabilities.atomic_maximum`` it saves the read the adapter needs to apply one, so
+        the engine writes it whenever it is correct.
+        """
+        claimed = lease.run.started_at
         if claimed is None:
             return False
         return claimed + self.settings.lease_margin < job.schedule.next_after(request.window)
@@ -696,53 +381,33 @@ class Engine:
         job: Job,
         request: RunRequest,
         ctx: RunContext,
+        ledger: Ledger,
         lease: Lease,
         error: BaseException,
         duration_ms: int,
         log: RunLogger,
     ) -> Outcome:
         now = self.now()
-        view = RunView(lease.run_data)
-        used = view.attempt - view.budget_start
+        claimed = lease.run
+        used = claimed.attempt - claimed.budget_start
         permanent = isinstance(error, PermanentError)
         exhausted = used >= job.retry.max_attempts
         text = snippet(error, self.settings.error_snippet_chars)
         state = RunState.DEAD_LETTERED if (permanent or exhausted) else RunState.FAILED
-        run_data = {
-            **lease.run_data,
-            "state": state.value,
-            "finished_at": iso(now),
-            "duration_ms": duration_ms,
-            "counters": ctx.counters,
-            "error": text,
-        }
-        status = {
-            "status": state.value,
-            "run_id": ctx.run_id,
-            "run_key": request.run_key,
-            "finished_at": iso(now),
-            "duration_ms": duration_ms,
-            "error_snippet": text,
-            "error_type": type(error).__name__,
-        }
-        if not self._finish(
-            lease,
-            run_data,
-            status,
-            {"consecutive_failures": 1},
-            ctx.take_completed(),
-            log,
-            job,
-            request,
-            {},
-        ):
-            return Outcome(
-                OutcomeKind.LEASE_LOST,
-                request.run_key,
-                ctx.run_id,
-                delay=self._backoff(job, 1),
-                reason="lease_lost",
-            )
+        run = claimed.with_(
+            state=state,
+            finished_at=now,
+            duration_ms=duration_ms,
+            counters=ctx.counters,
+            error=text,
+        )
+        status = Merge(
+            status_key_of(job.name),
+            status_failed(run, state, now, duration_ms, text, type(error).__name__),
+            {CONSECUTIVE_FAILURES: 1},
+        )
+        if not self._record(job, request, lease, run, status, ledger, log):
+            return self._lease_lost(job, request, ctx)
         interrupted = isinstance(error, RunInterrupted)
         if state is RunState.DEAD_LETTERED:
             reason = "PermanentError" if permanent else "MaxAttemptsExceeded"
@@ -785,48 +450,27 @@ class Engine:
             detail=text,
         )
 
-    def _finish(
+    def _record(
         self,
-        lease: Lease,
-        run_data: dict[str, Any],
-        status: dict[str, Any],
-        increments: dict[str, int],
-        item_marks: list[Op],
-        log: RunLogger,
         job: Job,
         request: RunRequest,
-        maximums: dict[str, int],
+        lease: Lease,
+        run: RunRecord,
+        status: Merge,
+        ledger: Ledger,
+        log: RunLogger,
     ) -> bool:
-        """Final fenced commit: run record, lock release, status, last ledger marks."""
-        status_op = Merge(status_key_of(job.name), status, increments, maximums)
-        limit = self.store.max_commit_ops - 3
-        with lease.mutex:
-            while len(item_marks) > limit:  # flush marks that do not fit in the final commit
-                chunk, item_marks = item_marks[:limit], item_marks[limit:]
-                try:
-                    lease.write({}, chunk)
-                except LeaseLost:
-                    return False
-            if lease.lost:
-                return False
-            ops: list[Op] = [
-                Update(lease.run_key, run_data, lease.run_version),
-                Delete(lease.lock_key, lease.lock_version),
-                status_op,
-                *item_marks,
-            ]
-            try:
-                self.store.commit(ops)
-            except CommitConflict as exc:
-                if exc.index > 1:
-                    raise
-                lease.interrupt(LeaseLost("run was taken over before it could finish"))
-                log.event(
-                    logging.ERROR,
-                    "lease.lost",
-                    f"{job.name}: {request.run_key} was taken over before it finished; "
-                    "its result was not recorded",
-                    reason="lease_lost",
-                )
-                return False
+        """Record the run's result through the lease (run record, lock release, status, the
+        ledger's last marks); False when the run was taken over first (nothing recorded)."""
+        try:
+            lease.finish(run, status, ledger.take_final())
+        except LeaseLost:
+            log.event(
+                logging.ERROR,
+                "lease.lost",
+                f"{job.name}: {request.run_key} was taken over before it finished; "
+                "its result was not recorded",
+                reason="lease_lost",
+            )
+            return False
         return True

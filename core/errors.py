@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 
 class CronwardenError(Exception):
     """Base class of cronwarden's own errors."""
@@ -70,17 +73,28 @@ class Cancelled(RunInterrupted):
     """The run was asked to stop (shutdown, or it passed its max runtime)."""
 
 
-class OverlapError(CronwardenError):
-    """A job with overlap policy ``fail`` was triggered while another run held its lock."""
-
-
 class PermanentError(CronwardenError):
     """Raise from a handler when retrying cannot help: the run is dead-lettered at once."""
 
 
-class PayloadMismatch(PermanentError):
-    """A run key arrived again with a different payload than the one it was first run with."""
-
-
 class FingerprintMismatch(PermanentError):
     """The same idempotency key was used with different input."""
+
+
+# Names that were defined here but never raised: importable for old code, with a warning.
+# A payload mismatch is reported as an ``Outcome`` (kind ``rejected``, reason
+# ``"PayloadMismatch"``) and a ``fail`` overlap as ``OutcomeKind.OVERLAP_FAILED``; no exception.
+_DEPRECATED = {"OverlapError": "CronwardenError", "PayloadMismatch": "PermanentError"}
+
+
+def __getattr__(name: str) -> Any:
+    replacement = _DEPRECATED.get(name)
+    if replacement is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"cronwarden.errors.{name} was never raised and is deprecated; "
+        f"it is now an alias of {replacement}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[replacement]

@@ -22,6 +22,10 @@ Handler = Callable[["RunContext"], Any]
 # Job names end up in Firestore document ids, Table Storage partition keys, Pub/Sub attribute
 # values and Service Bus message ids; this alphabet is safe in all of them.
 _NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+# Owners are team names or e-mail addresses; tags are short labels used to route alerts.
+_OWNER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+/-]{0,99}$")
+_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,62}$")
+_DESCRIPTION_MAX = 500
 
 
 class Overlap(enum.StrEnum):
@@ -136,6 +140,8 @@ class Job:
     catch_up: CatchUp = field(default_factory=CatchUp)
     liveness: Liveness = field(default_factory=Liveness)
     description: str = ""
+    owner: str = ""  #: who answers its alerts: a team name or an e-mail address
+    tags: tuple[str, ...] = ()  #: labels for alert routing and ``status``
 
     def __call__(self, ctx: RunContext) -> Any:
         return self.handler(ctx)
@@ -155,6 +161,9 @@ def job(
     retry: Retry | None = None,
     catch_up: CatchUp | None = None,
     liveness: Liveness | None = None,
+    owner: str | None = None,
+    tags: Iterable[str] | None = None,
+    description: str | None = None,
 ) -> Callable[[Handler], Job]:
     """Declare a job. Every value is checked here, so a bad definition fails at import time.
 
@@ -177,6 +186,13 @@ def job(
         raise InvalidJobDefinition(
             f"{name}: overlap must be one of {choices}, got {overlap!r}"
         ) from exc
+    owner_text, tag_tuple = _owner(name, owner), _tags(name, tags)
+    if description is not None and (
+        not isinstance(description, str) or len(description) > _DESCRIPTION_MAX
+    ):
+        raise InvalidJobDefinition(
+            f"{name}: description must be text of at most {_DESCRIPTION_MAX} characters"
+        )
 
     def decorate(handler: Handler) -> Job:
         if not callable(handler):
@@ -190,10 +206,44 @@ def job(
             retry=retry or Retry(),
             catch_up=catch_up or CatchUp(),
             liveness=liveness or Liveness(),
-            description=(handler.__doc__ or "").strip().split("\n")[0],
+            description=(
+                description.strip()
+                if description is not None
+                else (handler.__doc__ or "").strip().split("\n")[0]
+            ),
+            owner=owner_text,
+            tags=tag_tuple,
         )
 
     return decorate
+
+
+def _owner(name: str, owner: object) -> str:
+    if owner is None:
+        return ""
+    if not isinstance(owner, str) or not _OWNER.match(owner):
+        raise InvalidJobDefinition(
+            f"{name}: owner {owner!r}: use a team name or an e-mail address "
+            "(letters, digits and . _ @ + / -, at most 100 characters)"
+        )
+    return owner
+
+
+def _tags(name: str, tags: object) -> tuple[str, ...]:
+    if tags is None:
+        return ()
+    if isinstance(tags, str) or not isinstance(tags, Iterable):
+        raise InvalidJobDefinition(f"{name}: tags must be a list of strings, got {tags!r}")
+    values = tuple(tags)
+    for tag in values:
+        if not isinstance(tag, str) or not _TAG.match(tag):
+            raise InvalidJobDefinition(
+                f"{name}: tag {tag!r}: use 1-63 letters, digits and . _ : / -, "
+                "starting with a letter or digit"
+            )
+    if len(set(values)) != len(values):
+        raise InvalidJobDefinition(f"{name}: tags {list(values)!r} repeat a tag")
+    return values
 
 
 class JobSet:

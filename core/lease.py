@@ -1,11 +1,14 @@
 """The lease a run holds while it executes: fenced writes and background renewal.
 
 A run owns two records: its run record (carrying the fence) and the job's lock record (the
-overlap guard). :class:`Lease` is the only code that writes them while the run is live. Every
-write is one atomic commit that compare-and-sets *both* records against the versions this
-owner last wrote and extends the lease, so:
+overlap guard). :class:`Lease` is the only code that writes them from the claim on: every
+fenced write of the run goes through it, the last one included. Every write is one atomic
+commit that compare-and-sets *both* records against the versions this owner last wrote:
 
-* a progress write (checkpoint, ledger batch) doubles as a renewal, and
+* :meth:`Lease.write` (a checkpoint, a ledger batch, a renewal) extends the lease, so a progress
+  write doubles as a renewal;
+* :meth:`Lease.finish` records the run's result, releases the lock and merges the job's status
+  in one commit (with the ledger's last marks);
 * an owner whose lease was taken over (its versions are stale) can write nothing: the commit
   is refused, the lease is marked lost and :class:`~cronwarden.errors.LeaseLost` is raised.
 
@@ -20,19 +23,20 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from .errors import Cancelled, CommitConflict, LeaseLost, RunInterrupted
-from .ports import Key, Op, Store, Update, Version
-from .records import iso, parse_iso
+from .ports import Delete, Key, Merge, Op, Store, Update, Version
+from .records import LockRecord, RunRecord, iso, parse_iso
 
 Clock = Callable[[], datetime]
 
 
 class Lease:
-    """Versions and data of the run and lock records owned by one execution."""
+    """The run and lock records owned by one execution, with the versions last written."""
 
     def __init__(
         self,
@@ -40,27 +44,39 @@ class Lease:
         clock: Clock,
         ttl: timedelta,
         run_key: Key,
-        run_data: dict[str, Any],
+        run: RunRecord | Mapping[str, Any],
         run_version: Version,
         lock_key: Key,
-        lock_data: dict[str, Any],
+        lock: LockRecord | Mapping[str, Any],
         lock_version: Version,
     ) -> None:
+        """``run`` and ``lock`` as claimed (records, or their data as stored)."""
+        if not isinstance(run, RunRecord):
+            run = RunRecord.from_data(run)
+        if not isinstance(lock, LockRecord):
+            lock = LockRecord.from_data(lock)
         self.store = store
         self.clock = clock
         self.ttl = ttl
-        self.run_key, self.run_data, self.run_version = run_key, run_data, run_version
-        self.lock_key, self.lock_data, self.lock_version = lock_key, lock_data, lock_version
+        self.run_key, self.run, self.run_version = run_key, run, run_version
+        self.lock_key, self.lock, self.lock_version = lock_key, lock, lock_version
         self.mutex = threading.RLock()
         self.stop_event = threading.Event()
         self._interruption: RunInterrupted | None = None
         self.last_write = clock()
-        self._expires = parse_iso(run_data.get("lease_expires")) or self.last_write + ttl
+        # as readers see it: the stored text has millisecond precision
+        stored = parse_iso(iso(run.lease_expires)) if run.lease_expires else None
+        self._expires: datetime = stored or self.last_write + ttl
         self.renewals = 0
         #: when the run must stop by this owner's clock (claim time + max runtime; set by the
         #: keeper). Past it the owner no longer trusts its lease: a reader whose clock runs up
         #: to ``lease_margin`` ahead may already judge the lease expired and take over.
         self.deadline: datetime | None = None
+
+    @property
+    def run_data(self) -> dict[str, Any]:
+        """The run record's data as last written (a copy)."""
+        return self.run.to_data()
 
     # -- cancellation -----------------------------------------------------------------------
     @property
@@ -86,7 +102,7 @@ class Lease:
         if self._interruption is None and now >= self.expires_at():
             self.interrupt(
                 LeaseLost(
-                    f"lease on {self.run_data.get('run_key')} expired at "
+                    f"lease on {self.run.run_key} expired at "
                     f"{iso(self.expires_at())} before it could be renewed (process paused?)"
                 )
             )
@@ -101,44 +117,77 @@ class Lease:
             raise self._interruption
 
     # -- writes -----------------------------------------------------------------------------
-    def write(self, run_changes: dict[str, Any], extra: Sequence[Op] = ()) -> list[Version]:
+    def write(self, extra: Sequence[Op] = (), **run_changes: Any) -> list[Version]:
         """Fenced commit: CAS run + lock (lease extended), plus ``extra`` ops, atomically.
 
-        Returns the versions of ``extra``. Raises LeaseLost (and marks the lease lost) when
-        either record changed under us.
+        ``run_changes`` are :class:`~cronwarden.records.RunRecord` fields to change (e.g.
+        ``checkpoint``). Returns the versions of ``extra``. Raises LeaseLost (and marks the
+        lease lost) when either record changed under us.
         """
         with self.mutex:
             if self.lost:
                 raise self._interruption  # type: ignore[misc]
             expires_at = self.clock() + self.ttl
-            expires = iso(expires_at)
-            run_data = {**self.run_data, **run_changes, "lease_expires": expires}
-            lock_data = {**self.lock_data, "lease_expires": expires}
+            run = self.run.with_(**run_changes, lease_expires=expires_at)
+            lock = replace(self.lock, lease_expires=expires_at)
             ops: list[Op] = [
-                Update(self.run_key, run_data, self.run_version),
-                Update(self.lock_key, lock_data, self.lock_version),
+                Update(self.run_key, run.to_data(), self.run_version),
+                Update(self.lock_key, lock.to_data(), self.lock_version),
                 *extra,
             ]
             try:
                 versions = self.store.commit(ops)
             except CommitConflict as exc:
                 if exc.index <= 1:
-                    lost = LeaseLost(
-                        f"lease on {self.run_data.get('run_key')} was taken over "
-                        f"(fence {self.run_data.get('fence')})"
-                    )
-                    self.interrupt(lost)
-                    raise lost from exc
+                    raise self._taken_over() from exc
                 raise
-            self.run_data, self.run_version = run_data, versions[0]
-            self.lock_data, self.lock_version = lock_data, versions[1]
+            self.run, self.run_version = run, versions[0]
+            self.lock, self.lock_version = lock, versions[1]
             self.last_write = self.clock()
             self._expires = expires_at
             return versions[2:]
 
     def renew(self) -> None:
-        self.write({})
+        self.write()
         self.renewals += 1
+
+    def finish(self, run: RunRecord, status: Merge, marks: Sequence[Op] = ()) -> None:
+        """The last fenced commit: ``run`` (its result) replaces the run record, the lock is
+        released, ``status`` is merged and ``marks`` (the ledger's last marks) are written,
+        atomically. Marks that do not fit in one commit with the rest go first, in fenced
+        writes of their own.
+
+        Raises LeaseLost (nothing of the result recorded) when the run was taken over.
+        """
+        limit = self.store.max_commit_ops - 3
+        pending = list(marks)
+        with self.mutex:
+            while len(pending) > limit:  # flush marks that do not fit in the final commit
+                chunk, pending = pending[:limit], pending[limit:]
+                self.write(chunk)
+            if self.lost:
+                raise self._interruption  # type: ignore[misc]
+            ops: list[Op] = [
+                Update(self.run_key, run.to_data(), self.run_version),
+                Delete(self.lock_key, self.lock_version),
+                status,
+                *pending,
+            ]
+            try:
+                versions = self.store.commit(ops)
+            except CommitConflict as exc:
+                if exc.index > 1:
+                    raise
+                raise self._taken_over("before it could finish") from exc
+            self.run, self.run_version = run, versions[0]
+
+    def _taken_over(self, when: str = "") -> LeaseLost:
+        lost = LeaseLost(
+            f"lease on {self.run.run_key} was taken over{' ' + when if when else ''} "
+            f"(fence {self.run.fence})"
+        )
+        self.interrupt(lost)
+        return lost
 
     def expires_at(self) -> datetime:
         """When the lease runs out, as last written (computed before the commit: conservative)."""
@@ -169,7 +218,7 @@ class LeaseKeeper(threading.Thread):
         self.on_renew = on_renew
         self.on_lost = on_lost
         self.started_at = lease.clock()
-        claimed = parse_iso(lease.run_data.get("started_at")) or self.started_at
+        claimed = lease.run.started_at or self.started_at
         lease.deadline = claimed + max_runtime
         self._halt = threading.Event()
         self._extended_at = time.monotonic()

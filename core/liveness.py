@@ -15,20 +15,26 @@ announced, whichever process runs the watcher next.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
+from .alerting.text import format_instant, job_fields, job_suffix
 from .durations import format_duration
 from .jobs import Job, JobSet
 from .logs import get_logger
 from .model import format_window
 from .notify import LogNotifier, Notifier
 from .ports import STATUS, Merge, Queue, Record, Store
-from .records import iso, parse_iso, status_key_of
+from .records import StatusRecord, iso, parse_iso, status_key_of
 from .redaction import redact
+
+if TYPE_CHECKING:
+    from .alerting.watchdog import CheckHook
 
 WATCHER_RECORD = "_watcher"  #: status record of the watcher itself (queue-wide alerts)
 
@@ -87,14 +93,24 @@ class Report:
     active: list[Alert]
     fired: list[Alert]
     recovered: list[Alert]
+    #: the watcher's own status record as this check read it (heartbeat, queue-wide alerts)
+    watcher_status: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return not self.active
 
 
-def _fmt(when: datetime | None) -> str:
-    return when.strftime("%Y-%m-%d %H:%M UTC") if when else "never"
+def _fmt(when: datetime | None, tz: ZoneInfo | None = None) -> str:
+    """UTC, plus the job's local time when ``tz`` is not UTC."""
+    return format_instant(when, tz)
+
+
+def _about(job: Job, alert: Alert) -> Alert:
+    """``alert`` with the job's owner, tags and description in its text and fields."""
+    return dataclasses.replace(
+        alert, text=alert.text + job_suffix(job), extra={**job_fields(job), **alert.extra}
+    )
 
 
 class Watcher:
@@ -108,6 +124,7 @@ class Watcher:
         *,
         notifiers: Sequence[Notifier] | None = None,
         clock: Any = None,
+        hooks: Sequence[CheckHook] | None = None,
     ) -> None:
         self.jobs = jobs
         self.store = store
@@ -115,6 +132,12 @@ class Watcher:
         self.notifiers = list(notifiers) if notifiers is not None else [LogNotifier()]
         self.clock = clock or (lambda: datetime.now(UTC))
         self.log = get_logger("watcher")
+        if hooks is None:
+            from .alerting.watchdog import default_hooks
+
+            hooks = default_hooks()
+        #: called after every check, completed or failed (heartbeat record, dead-man's switch)
+        self.hooks = list(hooks)
 
     # -- pure evaluation --------------------------------------------------------------------
     def evaluate(
@@ -126,11 +149,12 @@ class Watcher:
 
     def _job_health(self, job: Job, status: dict[str, Any], now: datetime) -> JobHealth:
         conditions: dict[Condition, Alert] = {}
-        last_ts = status.get("last_success_window_ts")
-        last_window = datetime.fromtimestamp(last_ts, UTC) if isinstance(last_ts, int) else None
-        last_success = parse_iso(status.get("last_success_at"))
+        record = StatusRecord.from_data(status)
+        last_window = record.last_success_window
+        last_success = record.last_success_at
         expected_next = job.schedule.next_after(now)
-        first_seen = parse_iso(status.get("first_seen_at")) or now
+        tz = job.schedule.tz
+        first_seen = record.first_seen_at or now
         grace = job.grace_at(now)
         due = job.schedule.floor(now - grace)
         common = {"last_success": last_success, "expected_next": expected_next}
@@ -144,30 +168,32 @@ class Watcher:
                 Condition.MISSED,
                 True,
                 f"{job.name} missed: no success for the {format_window(due)} window "
-                f"(grace {format_duration(grace)}); last success {_fmt(last_success)}, "
-                f"next run expected {_fmt(expected_next)}. First check: is the scheduler "
+                f"({_fmt(due, tz)}; grace {format_duration(grace)}); last success "
+                f"{_fmt(last_success, tz)}, next run expected {_fmt(expected_next, tz)}. "
+                "First check: is the scheduler "
                 "firing (Cloud Scheduler job / timer trigger / `cronwarden run`) and is a "
                 "worker consuming the queue? Then the lock record and recent deploys.",
                 first_check="scheduler and worker",
                 extra={"window": format_window(due)},
                 **common,
             )
-        failures = int(status.get("consecutive_failures") or 0)
+        failures = record.consecutive_failures
         if failures >= job.liveness.failure_threshold:
-            error = redact(str(status.get("error_snippet") or status.get("last_error") or "?"))
+            error = redact(record.error or "?")
             conditions[Condition.FAILING] = Alert(
                 job.name,
                 Condition.FAILING,
                 True,
                 f"{job.name} failing: {failures} consecutive failures; last error: {error}. "
-                f"Last success {_fmt(last_success)}, next run expected {_fmt(expected_next)}. "
+                f"Last success {_fmt(last_success, tz)}, next run expected "
+                f"{_fmt(expected_next, tz)}. "
                 "First check: the error above, recent deploys, expired secrets or credentials.",
                 first_check="last error",
                 extra={"consecutive_failures": failures},
                 **common,
             )
-        started = parse_iso(status.get("started_at"))
-        if status.get("status") == "running" and started and now - started > job.max_runtime:
+        started = record.started_at
+        if record.status == "running" and started and now - started > job.max_runtime:
             conditions[Condition.STUCK] = Alert(
                 job.name,
                 Condition.STUCK,
@@ -176,12 +202,13 @@ class Watcher:
                 f"been running for {format_duration(now - started)}, over its max runtime of "
                 f"{format_duration(job.max_runtime)}. First check: the logs of run_id "
                 f"{status.get('run_id')} on {status.get('owner', '?')}; its lease expires at "
-                f"{status.get('lease_expires', '?')} and another worker can then take over.",
+                f"{_fmt(parse_iso(status.get('lease_expires')), tz)} and another worker can "
+                "then take over.",
                 first_check="worker logs for the run id",
                 extra={"run_id": status.get("run_id")},
                 **common,
             )
-        skips = int(status.get("skips_since_success") or 0)
+        skips = record.skips_since_success
         if skips >= job.liveness.skip_threshold:
             conditions[Condition.SKIPPING] = Alert(
                 job.name,
@@ -194,11 +221,36 @@ class Watcher:
                 extra={"skips": skips},
                 **common,
             )
+        conditions = {kind: _about(job, alert) for kind, alert in conditions.items()}
         return JobHealth(job, status, conditions, last_success, last_window, expected_next)
 
     # -- checking with transitions ----------------------------------------------------------
     def check(self) -> Report:
-        """Evaluate, notify transitions, persist alert state. One status query (+ DLQ depth)."""
+        """Evaluate, notify transitions, persist alert state. One status query (+ DLQ depth).
+
+        Then every hook runs (the watcher's heartbeat record, a dead-man's-switch ping), also
+        when the check raised; a failing hook is logged and never masks the check's result."""
+        try:
+            report = self._check()
+        except Exception as exc:
+            self._after_check(None, exc)
+            raise
+        self._after_check(report, None)
+        return report
+
+    def _after_check(self, report: Report | None, error: BaseException | None) -> None:
+        for hook in self.hooks:
+            try:
+                hook.after_check(self, report, error)
+            except Exception as exc:
+                self.log.error(
+                    "watcher hook %s failed: %s",
+                    type(hook).__name__,
+                    redact(f"{type(exc).__name__}: {exc}"),
+                    extra={"event": "watcher.hook_failed"},
+                )
+
+    def _check(self) -> Report:
         now = self.clock()
         statuses = self.store.query(STATUS)
         depth = self.queue.dlq_depth() if self.queue is not None else None
@@ -267,15 +319,17 @@ class Watcher:
         for alert in fired + recovered:
             for notifier in self.notifiers:
                 notifier.notify(alert)
-        return Report(health, depth, active, fired, recovered)
+        return Report(health, depth, active, fired, recovered, watcher_status)
 
     def _recovery(self, item: JobHealth, kind: Condition) -> Alert:
-        return Alert(
+        tz = item.job.schedule.tz
+        alert = Alert(
             item.job.name,
             kind,
             False,
             f"{item.job.name} recovered from {kind.value}; last success "
-            f"{_fmt(item.last_success)}, next run expected {_fmt(item.expected_next)}.",
+            f"{_fmt(item.last_success, tz)}, next run expected {_fmt(item.expected_next, tz)}.",
             last_success=item.last_success,
             expected_next=item.expected_next,
         )
+        return _about(item.job, alert)

@@ -3,7 +3,7 @@
 Every record cronwarden emits carries an ``event`` name (``run.started``, ``run.skipped``,
 ``run.completed``, ``run.failed``, ``run.dead_lettered``, ``lease.lost``, ``alert.fired``, …) and,
 inside a run, the ``run_id``, ``run_key`` and ``job``. All text passes through
-:func:`cronwarden.redact.redact`. Built on :mod:`logging` so it costs nothing at import time and
+:func:`cronwarden.redaction.redact`. Built on :mod:`logging` so it costs nothing at import time and
 plugs into whatever handlers the platform installs (Cloud Logging and Azure Monitor both parse
 JSON lines on stdout).
 """

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -79,51 +79,230 @@ class Merge:
 Op = Create | Update | Delete | Merge
 
 
+@dataclass(frozen=True)
+class StoreCapabilities:
+    """What a backend does atomically, inside one commit and one round trip.
+
+    ``max_commit_ops``: most ops one commit may carry (Firestore 500, Table Storage 100).
+    ``atomic_increment`` / ``atomic_maximum``: a :class:`Merge` with ``increments`` /
+    ``maximums`` is applied server-side in the commit's one round trip. When ``False`` the
+    adapter reads the record first (one more round trip per such Merge, counted), so callers
+    on a hot path write a plain field whenever they can prove it correct.
+    ``native_types``: types a top-level field may hold besides JSON types, because the backend
+    stores them natively (Table Storage: aware ``datetime``); the engine never relies on them.
+    """
+
+    max_commit_ops: int = 500
+    atomic_increment: bool = True
+    atomic_maximum: bool = True
+    native_types: tuple[type, ...] = ()
+
+
+@dataclass(frozen=True)
+class RoundTrip:
+    """One request to the backend, as reported to :meth:`Store.add_observer` callbacks.
+
+    ``operation`` is ``get``, ``commit``, ``query`` or ``read`` (a read an adapter makes on its
+    own, e.g. Table Storage before a Merge with increments, or a further result page).
+    """
+
+    operation: str
+    kind: str = ""
+    ops: int = 0  #: ops of a commit
+
+
+RoundTripObserver = Callable[[RoundTrip], None]
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def check_json(value: Any, where: str = "data") -> None:
+    """Raise ``ValueError`` unless ``value`` is made of JSON types (dict keys are text)."""
+    if isinstance(value, _JSON_SCALARS):
+        return
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            check_json(item, f"{where}[{index}]")
+        return
+    if isinstance(value, dict):
+        for name, item in value.items():
+            if not isinstance(name, str):
+                raise ValueError(f"{where}: field names must be text, got {name!r}")
+            check_json(item, f"{where}.{name}")
+        return
+    raise ValueError(f"{where}: {type(value).__name__} is not a JSON type (store ISO text)")
+
+
+def check_key(key: Key) -> None:
+    """Raise ``ValueError`` unless ``key`` names a known kind, a job and a text id."""
+    if key.kind not in KINDS:
+        raise ValueError(f"unknown record kind {key.kind!r}; expected one of {KINDS}")
+    if not isinstance(key.job, str) or not key.job:
+        raise ValueError(f"a record key needs a job name, got {key.job!r}")
+    if not isinstance(key.id, str):
+        raise ValueError(f"a record id is text, got {key.id!r}")
+
+
+def check_merge(op: Merge) -> None:
+    """A Merge names each field once (fields, increments, maximums); counters are integers."""
+    groups = (set(op.fields), set(op.increments), set(op.maximums))
+    if sum(len(g) for g in groups) != len(set().union(*groups)):
+        raise ValueError("a Merge may name each field once (fields, increments, maximums)")
+    for name, amount in (*op.increments.items(), *op.maximums.items()):
+        if isinstance(amount, bool) or not isinstance(amount, int):
+            raise ValueError(f"Merge counter {name!r} must be an integer, got {amount!r}")
+
+
+def check_data(data: Mapping[str, Any], where: str = "data", native: tuple[type, ...] = ()) -> None:
+    """Raise ``ValueError`` unless ``data`` holds JSON values (or, as top-level fields,
+    values of the ``native`` types a backend declares)."""
+    for name, value in data.items():
+        if not isinstance(name, str):
+            raise ValueError(f"{where}: field names must be text, got {name!r}")
+        if native and isinstance(value, native):
+            continue
+        check_json(value, f"{where}.{name}")
+
+
+def check_commit(ops: Sequence[Op], capabilities: StoreCapabilities) -> None:
+    """The rules every commit obeys, whatever the backend (raises ``ValueError``)."""
+    max_commit_ops = capabilities.max_commit_ops
+    if len(ops) > max_commit_ops:
+        raise ValueError(f"{len(ops)} ops in one commit; the limit is {max_commit_ops}")
+    for op in ops:
+        check_key(op.key)
+    jobs = {op.key.job for op in ops}
+    if len(jobs) != 1:
+        raise ValueError(f"a commit must touch one job's records, got {sorted(jobs)}")
+    if len({op.key for op in ops}) != len(ops):
+        raise ValueError("a commit must touch each record at most once")
+    native = capabilities.native_types
+    for op in ops:
+        where = f"{op.key.kind} {op.key.job}/{op.key.id}"
+        if isinstance(op, Create | Update):
+            check_data(op.data, where, native)
+        elif isinstance(op, Merge):
+            check_merge(op)
+            check_data(op.fields, where, native)
+
+
+def apply_merge(existing: Mapping[str, Any] | None, merge: Merge) -> dict[str, Any]:
+    """The record data after ``merge`` on ``existing`` (``None``: no record yet).
+
+    The one statement of Merge semantics, for adapters that compute a merge client-side:
+    ``fields`` are set, ``increments`` added to integer fields (missing or null count as 0),
+    ``maximums`` raise integer fields (a missing or null field takes the value); every other
+    field of ``existing`` is kept.
+    """
+    data = dict(existing or {})
+    data.update(merge.fields)
+    for name, amount in merge.increments.items():
+        data[name] = int(data.get(name) or 0) + amount
+    for name, floor in merge.maximums.items():
+        current = data.get(name)
+        data[name] = floor if current is None else max(int(current), floor)
+    return data
+
+
+def merged_fields(existing: Mapping[str, Any] | None, merge: Merge) -> dict[str, Any]:
+    """Only the fields ``merge`` changes, with their values after :func:`apply_merge`."""
+    after = apply_merge(existing, merge)
+    return {name: after[name] for name in (*merge.fields, *merge.increments, *merge.maximums)}
+
+
 class Store(abc.ABC):
     """Durable records with two atomic primitives: create-if-absent and compare-and-set.
 
-    Contract, checked by the conformance suite:
+    Contract, checked by the conformance suite (``tests/conformance``):
 
-    * ``commit(ops)`` applies every op or none. A failed precondition raises
-      :class:`~cronwarden.errors.CommitConflict` with the index of the first failing op.
-      It returns, per op, the record's new version (``None`` for deletes).
-    * All ops of one commit belong to the same job and touch distinct records (Firestore and
-      Table Storage refuse two writes to one record in a commit); at most
-      :attr:`max_commit_ops` ops.
+    * ``commit(ops)`` applies every op or none. It returns, per op, the record's new version
+      (``None`` for deletes).
+    * The rules of :func:`check_commit`, enforced here before an adapter sees a commit
+      (``ValueError``): known kinds, one job per commit (Table Storage transactions are one
+      partition), each record at most once (Firestore and Table Storage refuse two writes to
+      one record in a commit), at most ``capabilities.max_commit_ops`` ops, JSON data, a Merge
+      naming each field once with integer counters.
+    * :class:`Merge` means :func:`apply_merge`; an adapter that merges client-side calls it.
     * A version changes on every write of the record, and versions of one key never repeat
       while the record exists (a stale writer can never match).
     * ``query`` returns records of one kind, optionally of one job, whose id starts with
       ``prefix`` and lies in ``[start, end)``, ordered by (job, id). One round trip.
     * Data values are JSON types (str, int, float, bool, None, list, dict); datetimes are
       stored as ISO text by the caller. Adapters return the data they were given.
-    * Every read or commit is one round trip, counted in :attr:`round_trips`.
+    * Every request to the backend is one round trip: counted in :attr:`round_trips` and
+      reported to the callbacks of :meth:`add_observer` (an adapter that sends a request of its
+      own, e.g. a read inside a commit, reports it with :meth:`_round_trip`).
+
+    Errors an adapter raises (and nothing else for a backend failure):
+
+    * :class:`~cronwarden.errors.CommitConflict` (``index``, ``reason`` ``exists`` /
+      ``version``): a precondition failed; nothing was applied.
+    * :class:`~cronwarden.errors.StoreUnavailable`: the backend was not reached or refused
+      before applying anything (connection refused, busy database, throttled); resending the
+      same write is safe.
+    * :class:`~cronwarden.errors.CommitOutcomeUnknown`: the request was sent and the answer was
+      lost (deadline exceeded, connection reset); the commit may have applied. A subclass of
+      ``StoreUnavailable``.
     """
 
-    max_commit_ops: int = 500
+    capabilities: StoreCapabilities = StoreCapabilities()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        legacy = cls.__dict__.get("max_commit_ops")
+        if isinstance(legacy, int) and "capabilities" not in cls.__dict__:
+            # an adapter written before capabilities existed: ``max_commit_ops = N``
+            cls.capabilities = replace(cls.capabilities, max_commit_ops=legacy)
+            del cls.max_commit_ops
 
     def __init__(self) -> None:
         self._rt_lock = threading.Lock()
         self.round_trips = 0
+        self._observers: list[RoundTripObserver] = []
 
-    def _count(self) -> None:
+    @property
+    def max_commit_ops(self) -> int:
+        """``capabilities.max_commit_ops`` (kept as an attribute name of its own)."""
+        return self.capabilities.max_commit_ops
+
+    def add_observer(self, observer: RoundTripObserver) -> Callable[[], None]:
+        """Call ``observer`` after every round trip to the backend; returns a function that
+        removes it. Observers run on the calling thread and must not raise."""
+        with self._rt_lock:
+            self._observers.append(observer)
+
+        def remove() -> None:
+            with self._rt_lock:
+                if observer in self._observers:
+                    self._observers.remove(observer)
+
+        return remove
+
+    def _round_trip(self, operation: str, kind: str = "", ops: int = 0) -> None:
+        """Count one request to the backend and tell the observers (adapters call this for the
+        requests they send on their own)."""
         with self._rt_lock:
             self.round_trips += 1
+            observers = list(self._observers)
+        if observers:
+            event = RoundTrip(operation, kind, ops)
+            for observer in observers:
+                observer(event)
+
+    def _count(self) -> None:
+        """Deprecated spelling of ``_round_trip("read")``."""
+        self._round_trip("read")
 
     def get(self, key: Key) -> Record | None:
-        self._count()
+        check_key(key)
+        self._round_trip("get", key.kind)
         return self._get(key)
 
     def commit(self, ops: Sequence[Op]) -> list[Version]:
         if not ops:
             return []
-        if len(ops) > self.max_commit_ops:
-            raise ValueError(f"{len(ops)} ops in one commit; the limit is {self.max_commit_ops}")
-        jobs = {op.key.job for op in ops}
-        if len(jobs) != 1:
-            raise ValueError(f"a commit must touch one job's records, got {sorted(jobs)}")
-        if len({op.key for op in ops}) != len(ops):
-            raise ValueError("a commit must touch each record at most once")
-        self._count()
+        check_commit(ops, self.capabilities)
+        self._round_trip("commit", ops[0].key.kind, len(ops))
         return self._commit(list(ops))
 
     def query(
@@ -136,7 +315,7 @@ class Store(abc.ABC):
         end: str | None = None,
         limit: int | None = None,
     ) -> list[Record]:
-        self._count()
+        self._round_trip("query", kind)
         return self._query(kind, job, prefix, start, end, limit)
 
     def close(self) -> None:  # noqa: B027 - optional hook

@@ -1,17 +1,26 @@
-"""The data of run, lock and status records, and the time format they use.
+"""The records the protocol keeps, as typed values with one codec each: the only module that
+spells a record's field names.
 
-Times are ISO-8601 UTC text (sortable, JSON-safe on every store). Helpers here build the dicts
-the engine commits; readers use :class:`RunView` / :class:`StatusView` for typed access.
+* :class:`RunRecord` (kind ``run``): one run key's state, lease and fence;
+* :class:`LockRecord` (kind ``lock``): the job's overlap lock while a run holds it;
+* :class:`StatusRecord` (kind ``status``): the job's heartbeat, written by partial merges
+  (the ``status_*`` functions build them) and read whole by the watcher and the CLI;
+* :class:`ItemRecord` (kind ``item``): one ledger item (the ``item_*`` functions build marks).
+
+``to_data`` gives the JSON dict a store holds; ``from_data`` reads one back, tolerating fields
+an older or newer writer left (kept in ``extra`` and written back unchanged). Times are
+ISO-8601 UTC text in the store (sortable, JSON-safe on every backend) and ``datetime`` here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from .model import RunState
-from .ports import LOCK, RUN, STATUS, Key
+from .ports import ITEM, LOCK, RUN, STATUS, Key
 
 
 def iso(when: datetime) -> str:
@@ -28,6 +37,21 @@ def parse_iso(text: Any) -> datetime | None:
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
+def _iso_or_none(when: datetime | None) -> str | None:
+    return None if when is None else iso(when)
+
+
+def _int(value: Any, default: int = 0) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
 def run_key_of(job: str, window_text: str) -> Key:
     return Key(RUN, job, window_text)
 
@@ -40,61 +64,306 @@ def status_key_of(job: str) -> Key:
     return Key(STATUS, job)
 
 
+def item_key_of(job: str, window_text: str, item_key: str) -> Key:
+    return Key(ITEM, job, f"{window_text}/{item_key}")
+
+
+def expire_at(now: datetime, retention: timedelta) -> str:
+    """The ``expire_at`` value stores use for production TTL policies."""
+    return iso(now + retention)
+
+
+EXPIRE_AT = "expire_at"  #: the expiry field every backend's TTL policy reads
+
+# -- run ------------------------------------------------------------------------------------
+_RUN_TIMES = ("lease_expires", "started_at", "first_started_at", "finished_at", "expire_at")
+
+
 @dataclass(frozen=True)
-class RunView:
-    """Typed read access to a run record's data."""
+class RunRecord:
+    """The run record: one per run key, carrying the lease (owner, expiry) and the fence."""
 
-    data: dict[str, Any]
-
-    @property
-    def state(self) -> RunState:
-        return RunState(self.data.get("state", RunState.RUNNING))
-
-    @property
-    def lease_expires(self) -> datetime | None:
-        return parse_iso(self.data.get("lease_expires"))
+    job: str
+    window: str
+    run_key: str
+    state: RunState = RunState.RUNNING
+    owner: str = ""
+    run_id: str = ""
+    fence: int = 0
+    attempt: int = 0
+    budget_start: int = 0  #: attempts before the last redrive (a redrive restarts the budget)
+    redrive: int = 0
+    lease_expires: datetime | None = None
+    started_at: datetime | None = None
+    first_started_at: datetime | None = None
+    finished_at: datetime | None = None
+    expire_at: datetime | None = None
+    checkpoint: Any = None
+    payload: dict[str, Any] = field(default_factory=dict)
+    payload_fp: str | None = None
+    reason: str = "schedule"
+    error: str | None = None
+    counters: dict[str, int] = field(default_factory=dict)
+    duration_ms: int | None = None
+    previous_run_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  #: fields this version does not know
 
     def lease_live(self, now: datetime) -> bool:
         expires = self.lease_expires
         return self.state is RunState.RUNNING and expires is not None and expires > now
 
     @property
-    def owner(self) -> str:
-        return str(self.data.get("owner", ""))
-
-    @property
-    def attempt(self) -> int:
-        return int(self.data.get("attempt", 0))
-
-    @property
-    def fence(self) -> int:
-        return int(self.data.get("fence", 0))
-
-    @property
-    def redrive(self) -> int:
-        return int(self.data.get("redrive", 0))
-
-    @property
-    def budget_start(self) -> int:
-        return int(self.data.get("budget_start", 0))
-
-
-@dataclass(frozen=True)
-class LockView:
-    data: dict[str, Any]
-
-    def live(self, now: datetime) -> bool:
-        expires = parse_iso(self.data.get("lease_expires"))
-        return expires is not None and expires > now
-
-    @property
     def holder(self) -> str:
-        return (
-            f"{self.data.get('owner', '?')} (run {self.data.get('run_id', '?')}, "
-            f"{self.data.get('run_key', '?')})"
+        return f"{self.owner} (run {self.run_id})"
+
+    def with_(self, **changes: Any) -> RunRecord:
+        return replace(self, **changes)
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = dict(self.extra)
+        for spec in fields(self):
+            if spec.name == "extra":
+                continue
+            value = getattr(self, spec.name)
+            if spec.name in _RUN_TIMES:
+                value = _iso_or_none(value)
+            elif spec.name == "state":
+                value = value.value
+            elif spec.name in ("duration_ms", "previous_run_id") and value is None:
+                continue  # absent until a run finishes / is taken over
+            data[spec.name] = value
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> RunRecord:
+        known = {spec.name for spec in fields(cls)} - {"extra"}
+        state = data.get("state")
+        return cls(
+            job=str(data.get("job", "")),
+            window=str(data.get("window", "")),
+            run_key=str(data.get("run_key", "")),
+            state=RunState(state) if state else RunState.RUNNING,
+            owner=str(data.get("owner", "")),
+            run_id=str(data.get("run_id", "")),
+            fence=_int(data.get("fence")),
+            attempt=_int(data.get("attempt")),
+            budget_start=_int(data.get("budget_start")),
+            redrive=_int(data.get("redrive")),
+            lease_expires=parse_iso(data.get("lease_expires")),
+            started_at=parse_iso(data.get("started_at")),
+            first_started_at=parse_iso(data.get("first_started_at")),
+            finished_at=parse_iso(data.get("finished_at")),
+            expire_at=parse_iso(data.get("expire_at")),
+            checkpoint=data.get("checkpoint"),
+            payload=dict(data.get("payload") or {}),
+            payload_fp=_str_or_none(data.get("payload_fp")),
+            reason=str(data.get("reason") or "schedule"),
+            error=_str_or_none(data.get("error")),
+            counters=dict(data.get("counters") or {}),
+            duration_ms=None if data.get("duration_ms") is None else _int(data["duration_ms"]),
+            previous_run_id=_str_or_none(data.get("previous_run_id")),
+            extra={k: v for k, v in data.items() if k not in known},
         )
 
 
-def expire_at(now: datetime, retention: timedelta) -> str:
-    """The ``expire_at`` value stores use for production TTL policies."""
-    return iso(now + retention)
+# -- lock -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LockRecord:
+    """The job's overlap lock: which run holds it, until when."""
+
+    owner: str
+    run_id: str
+    run_key: str
+    window: str
+    reason: str
+    lease_expires: datetime | None
+
+    def live(self, now: datetime) -> bool:
+        return self.lease_expires is not None and self.lease_expires > now
+
+    @property
+    def holder(self) -> str:
+        return f"{self.owner or '?'} (run {self.run_id or '?'}, {self.run_key or '?'})"
+
+    def to_data(self) -> dict[str, Any]:
+        return {
+            "owner": self.owner,
+            "run_id": self.run_id,
+            "run_key": self.run_key,
+            "window": self.window,
+            "reason": self.reason,
+            "lease_expires": _iso_or_none(self.lease_expires),
+        }
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> LockRecord:
+        return cls(
+            owner=str(data.get("owner") or ""),
+            run_id=str(data.get("run_id") or ""),
+            run_key=str(data.get("run_key") or ""),
+            window=str(data.get("window") or ""),
+            reason=str(data.get("reason") or ""),
+            lease_expires=parse_iso(data.get("lease_expires")),
+        )
+
+
+# -- status ---------------------------------------------------------------------------------
+#: status fields the engine keeps as counters (Merge increments)
+CONSECUTIVE_FAILURES = "consecutive_failures"
+SKIPS_SINCE_SUCCESS = "skips_since_success"
+DUPLICATES = "duplicates"
+LAST_SUCCESS_WINDOW_TS = "last_success_window_ts"
+FIRST_SEEN_AT = "first_seen_at"
+
+
+@dataclass(frozen=True)
+class StatusRecord:
+    """Read access to a job's status record (written field by field through merges)."""
+
+    data: Mapping[str, Any]
+
+    @property
+    def status(self) -> str | None:
+        return _str_or_none(self.data.get("status"))
+
+    @property
+    def run_id(self) -> str | None:
+        return _str_or_none(self.data.get("run_id"))
+
+    @property
+    def started_at(self) -> datetime | None:
+        return parse_iso(self.data.get("started_at"))
+
+    @property
+    def last_success_at(self) -> datetime | None:
+        return parse_iso(self.data.get("last_success_at"))
+
+    @property
+    def last_success_window(self) -> datetime | None:
+        value = self.data.get(LAST_SUCCESS_WINDOW_TS)
+        return datetime.fromtimestamp(value, UTC) if isinstance(value, int) else None
+
+    @property
+    def first_seen_at(self) -> datetime | None:
+        return parse_iso(self.data.get(FIRST_SEEN_AT))
+
+    @property
+    def consecutive_failures(self) -> int:
+        return _int(self.data.get(CONSECUTIVE_FAILURES) or 0)
+
+    @property
+    def skips_since_success(self) -> int:
+        return _int(self.data.get(SKIPS_SINCE_SUCCESS) or 0)
+
+    @property
+    def error(self) -> str | None:
+        return _str_or_none(self.data.get("error_snippet") or self.data.get("last_error"))
+
+    @property
+    def alerts(self) -> list[str]:
+        return [str(a) for a in self.data.get("alerts") or []]
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> StatusRecord:
+        return cls(data)
+
+
+def status_started(job: str, run: RunRecord, now: datetime) -> dict[str, Any]:
+    """Status fields of a run that was just claimed."""
+    return {
+        "job_name": job,
+        "run_id": run.run_id,
+        "run_key": run.run_key,
+        "window": run.window,
+        "status": RunState.RUNNING.value,
+        "started_at": iso(now),
+        "finished_at": None,
+        "duration_ms": None,
+        "attempt": run.attempt,
+        "owner": run.owner,
+        "lease_expires": _iso_or_none(run.lease_expires),
+    }
+
+
+def status_succeeded(
+    run: RunRecord, now: datetime, duration_ms: int, counters: Mapping[str, int]
+) -> dict[str, Any]:
+    """Status fields of a completed run (the success window is written by the caller)."""
+    return {
+        "status": RunState.SUCCEEDED.value,
+        "run_id": run.run_id,
+        "run_key": run.run_key,
+        "finished_at": iso(now),
+        "duration_ms": duration_ms,
+        "error_snippet": None,
+        "last_success_at": iso(now),
+        CONSECUTIVE_FAILURES: 0,
+        SKIPS_SINCE_SUCCESS: 0,
+        "counters": dict(counters),
+    }
+
+
+def status_failed(
+    run: RunRecord, state: RunState, now: datetime, duration_ms: int, error: str, error_type: str
+) -> dict[str, Any]:
+    """Status fields of a failed or dead-lettered run (``consecutive_failures`` is raised by
+    the caller as an increment)."""
+    return {
+        "status": state.value,
+        "run_id": run.run_id,
+        "run_key": run.run_key,
+        "finished_at": iso(now),
+        "duration_ms": duration_ms,
+        "error_snippet": error,
+        "error_type": error_type,
+    }
+
+
+def status_skipped(reason: str, holder: str, now: datetime) -> dict[str, Any]:
+    return {"last_skip_reason": reason, "last_skip_at": iso(now), "last_skip_owner": holder}
+
+
+def status_overlap_failed(error: str, now: datetime) -> dict[str, Any]:
+    return {
+        "last_error": error,
+        "last_skip_reason": "overlap_failed",
+        "last_skip_at": iso(now),
+    }
+
+
+# -- ledger items ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ItemRecord:
+    """One item of a run's ledger: ``state`` is pending, done, released or quarantined."""
+
+    key: str
+    fingerprint: str
+    state: str
+    run_id: str
+    expire_at: datetime | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "key": self.key,
+            "fp": self.fingerprint,
+            "state": self.state,
+            "run_id": self.run_id,
+        }
+        if self.expire_at is not None:
+            data[EXPIRE_AT] = iso(self.expire_at)
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> ItemRecord:
+        return cls(
+            key=str(data.get("key")),
+            fingerprint=str(data.get("fp")),
+            state=str(data.get("state")),
+            run_id=str(data.get("run_id")),
+            expire_at=parse_iso(data.get(EXPIRE_AT)),
+        )
+
+
+def item_state(state: str) -> dict[str, Any]:
+    """The fields of a mark that only moves an item to ``state`` (its record exists)."""
+    return {"state": state}

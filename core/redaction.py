@@ -1,8 +1,10 @@
 """Redaction of secrets from anything cronwarden logs, alerts or writes as an error snippet.
 
 Two layers: patterns that recognise secret-shaped text (connection-string keys, bearer tokens,
-URL passwords, SAS signatures, private keys, well-known token prefixes), and exact values
-registered at run time with :func:`register_secret` (e.g. values read from a secret manager).
+URL passwords, SAS signatures, private keys, AWS keys, well-known token prefixes), and exact
+values registered at run time with :func:`register_secret` (e.g. values read from a secret
+manager). This is the one rule set of cronwarden: the core, every adapter and the logs use
+:func:`redact` from here.
 """
 
 from __future__ import annotations
@@ -12,26 +14,53 @@ import threading
 
 MASK = "***"
 
+#: Names whose value is a secret in ``name=value`` / ``name: value`` / ``"name": "value"`` text
+#: (connection strings, query strings, env dumps, JSON, INI files). ``sig`` is the signature of a
+#: SAS URL; its other parameters (``sv``, ``se``, ``sp``...) are not secret and stay readable.
+#: Env-style prefixes are allowed before the unambiguous names (``DB_PASSWORD``,
+#: ``AWS_SECRET_ACCESS_KEY``, ``GITHUB_TOKEN``) but not before ``key`` (``run_key`` is not secret).
+_SENSITIVE_NAMES = (
+    r"(?:[A-Za-z0-9]+_)*(?:password|passwd|pwd|secret|token|secret_access_key|session_token|"
+    r"api_key)|(?:Account|SharedAccess|Access|Api|Secret|Client)?Key|sig|signature|credential|"
+    r"api-key|SecretAccessKey|SessionToken"
+)
+
 _PATTERNS: list[tuple[re.Pattern[str], str]] = [
-    # key=value pairs in connection strings and query strings
+    # A SAS token as a connection-string value (``SharedAccessSignature=sv=..&sig=..;``, or the
+    # Service Bus form ``SharedAccessSignature=SharedAccessSignature sr=..&sig=..``): the whole
+    # value up to ``;`` is one credential, masked as a unit.
+    (
+        re.compile(r"(?i)\b(SharedAccessSignature\s*=\s*)(?:SharedAccessSignature\s+)?[^;\s\"']+"),
+        r"\1" + MASK,
+    ),
+    # key=value pairs; the name may be quoted (JSON: ``"password": "..."``)
     (
         re.compile(
-            r"(?i)\b((?:Account|SharedAccess|Access|Api|Secret|Client)?Key|password|passwd|pwd|"
-            r"secret|token|sig|signature|credential|client_secret|access_token|refresh_token|"
-            r"api[_-]?key)(\s*[=:]\s*)(\"[^\"]*\"|'[^']*'|[^;&\s,\"'}]+)"
+            r"(?i)\b(" + _SENSITIVE_NAMES + r")([\"']?\s*[=:]\s*)"
+            r"(\"[^\"]*\"|'[^']*'|[^;&\s,\"'}]+)"
         ),
         r"\1\2" + MASK,
     ),
-    (re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + MASK),
-    (re.compile(r"(?i)(://[^:/\s@]+:)[^@\s/]+@"), r"\1" + MASK + "@"),
+    # Authorization values: bearer and basic credentials, Service Bus SAS tokens
+    # ("SharedAccessSignature sr=..&sig=..&se=..&skn=..").
+    (
+        re.compile(r"(?i)\b(bearer|basic|SharedAccessSignature)\s+[A-Za-z0-9._~+/=%&:-]{8,}"),
+        r"\1 " + MASK,
+    ),
+    # user:password@ in URLs and DSNs (postgresql://user:pw@host); up to the last "@" of the
+    # authority, so a password containing "@" is masked whole.
+    (re.compile(r"(?i)(://[^:/\s@]*:)[^\s/]*@"), r"\1" + MASK + "@"),
     (
         re.compile(
             r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(-----END [A-Z ]*PRIVATE KEY-----|$)", re.S
         ),
         "-----BEGIN PRIVATE KEY-----" + MASK,
     ),
+    # Well-known token prefixes: Slack, GitHub, OpenAI-style, AWS access key ids, Google API keys.
     (
-        re.compile(r"\b(xox[abposr]-|ghp_|gho_|github_pat_|sk-|AKIA|AIza)[A-Za-z0-9_\-]{8,}"),
+        re.compile(
+            r"\b(xox[abposr]-|ghp_|gho_|ghs_|github_pat_|sk-|AKIA|ASIA|AIza)[A-Za-z0-9_\-]{8,}"
+        ),
         r"\1" + MASK,
     ),
 ]

@@ -11,9 +11,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from .engine import Engine, EngineSettings
+from .hosting.root import Composition
+from .hosting.settings import HostSettings
 from .jobs import JobSet
 from .liveness import Watcher
 from .logs import get_logger
+from .notify import Notifier
 from .ports import Provider
 from .schedule import utc
 from .trigger import Trigger, Worker
@@ -77,14 +80,20 @@ class LocalRunner:
         *,
         workers: int = 2,
         settings: EngineSettings | None = None,
+        notifiers: list[Notifier] | None = None,
+        host: HostSettings | None = None,
     ) -> None:
         self.jobs = jobs
         self.provider = provider
-        self.store = provider.store()
-        self.queue = provider.queue()
-        self.engine = Engine(jobs, self.store, settings)
-        self.trigger = Trigger(jobs, self.queue, self.store)
-        self.workers = [Worker(self.engine, self.queue) for _ in range(max(1, workers))]
+        #: the object graph every host builds the same way (notifiers from the host settings)
+        self.root = Composition(
+            jobs, provider=provider, settings=settings, notifiers=notifiers, host=host
+        )
+        self.store = self.root.store
+        self.queue = self.root.queue
+        self.engine: Engine = self.root.engine
+        self.trigger: Trigger = self.root.trigger
+        self.workers: list[Worker] = [self.root.pull_worker() for _ in range(max(1, workers))]
         self.stop_event = threading.Event()
         # Built now, so the first windows it waits for are those after the runner was made.
         self.scheduler = Scheduler(
@@ -118,7 +127,7 @@ class LocalRunner:
             for i, w in enumerate(self.workers)
         ]
         if watch_every:
-            watcher = Watcher(self.jobs, self.store, self.queue)
+            watcher = self.watcher
             threads.append(
                 threading.Thread(
                     target=self._watch,
@@ -138,6 +147,12 @@ class LocalRunner:
             self.stop()
             for thread in threads:
                 thread.join(timeout=30)
+
+    @property
+    def watcher(self) -> Watcher:
+        """The watcher :meth:`serve` runs, with the notifiers every host gets (a log line, plus
+        ``$CRONWARDEN_WEBHOOK_URL`` when set)."""
+        return self.root.watcher
 
     def _watch(self, watcher: Watcher, every: float) -> None:
         while not self.stop_event.wait(every):

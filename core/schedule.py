@@ -83,9 +83,6 @@ class Schedule:
         window = self.floor(when)
         return self.next_after(window) - window
 
-    def is_window(self, when: datetime) -> bool:
-        return self.floor(when) == utc(when)
-
     def describe(self) -> str:
         try:
             text = str(CronSim(self.cron, datetime.now(self._tz)).explain())

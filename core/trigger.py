@@ -4,31 +4,38 @@ The **trigger** turns a schedule tick (Cloud Scheduler message, timer, local clo
 requests: the window is the tick time floored to the schedule, so a double fire or a late tick
 yields the same run key; the catch-up policy adds missed windows, oldest first.
 
-The **worker** turns a delivery into a settled message: parse (malformed → dead letter with
-the reason), execute through the engine, then ack / retry with backoff / dead-letter.
+The **worker** turns a delivery into a decision: parse (malformed → dead letter with the
+reason), execute through the engine, then one :class:`~cronwarden.settlement.Verdict` (ack /
+retry with backoff / postpone / dead-letter) that the host applies its own way.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from .backfill import catch_up_windows
-from .engine import Engine, Outcome, OutcomeKind, Settle
+from .engine import Engine, Outcome, OutcomeKind
 from .errors import MalformedRunRequest
 from .jobs import Job, JobSet
 from .logs import get_logger
 from .model import RunRequest, format_window
-from .ports import REDRIVE_ATTRIBUTE, Delivery, Queue, Store
+from .ports import REDRIVE_ATTRIBUTE, Delivery, Publisher, Queue, Store
 from .redaction import redact
 from .schedule import utc
+from .settlement import (
+    MAX_POSTPONEMENTS,
+    POSTPONED_ATTRIBUTE,
+    Verdict,
+    capped,
+    settle_on,
+    verdict_for,
+)
 
 log = get_logger("trigger")
 wlog = get_logger("worker")
-
-POSTPONED_ATTRIBUTE = "cw-postponed"  #: how many times a request was put back without running
-MAX_POSTPONEMENTS = 1000  #: then the broker's own retry (counted, bounded) takes over
 
 
 def request_attributes(request: RunRequest) -> dict[str, str]:
@@ -43,7 +50,7 @@ def request_attributes(request: RunRequest) -> dict[str, str]:
 class Trigger:
     """Publishes run requests for schedule ticks of ``jobs`` onto ``queue``."""
 
-    def __init__(self, jobs: JobSet, queue: Queue, store: Store | None = None) -> None:
+    def __init__(self, jobs: JobSet, queue: Publisher, store: Store | None = None) -> None:
         self.jobs = jobs
         self.queue = queue
         self.store = store
@@ -99,92 +106,101 @@ def _redrive_generation(attributes: Mapping[str, str]) -> int:
         return 0
 
 
+def lease_visibility(engine: Engine) -> float:
+    """How long a pulled delivery stays invisible: the longest lease TTL plus one renewal
+    interval (``ttl * (1 + renew_fraction)``), 60 s without jobs.
+
+    A redelivery must come only after the lease has run out (else it is judged "in progress"),
+    and visibility is extended at most one renewal interval after the lease moved. Every pull
+    host takes this value as it is: apply the factor here, once."""
+    ttl = max((engine.lease_ttl(j) for j in engine.jobs), default=None)
+    return ttl.total_seconds() * (1 + engine.settings.renew_fraction) if ttl else 60.0
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the worker decided for one delivery: the :class:`Verdict` a host applies, and the
+    engine's outcome (``None`` when the request was malformed or the store was unreachable)."""
+
+    verdict: Verdict
+    outcome: Outcome | None = None
+
+
 class Worker:
-    """Consumes deliveries from ``queue`` and runs them through ``engine``."""
+    """Turns deliveries into decisions through ``engine``; on a pull queue, also settles them.
 
-    def __init__(self, engine: Engine, queue: Queue) -> None:
+    :meth:`decide` is what every host calls: it parses, executes and returns a
+    :class:`Decision` without touching any broker. :meth:`handle` / :meth:`poll` /
+    :meth:`serve` are the pull consumer's loop over ``queue`` (needed only for those), applying
+    each verdict with :func:`~cronwarden.settlement.settle_on`.
+    ``in_progress_retries`` is the push hosts' variant of the mapping (see
+    :func:`~cronwarden.settlement.verdict_for`).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        queue: Queue | None = None,
+        *,
+        in_progress_retries: bool = False,
+    ) -> None:
         self.engine = engine
-        self.queue = queue
-        ttl = max((engine.lease_ttl(j) for j in engine.jobs), default=None)
-        # One renewal interval past the lease: a dead owner's message reappears only once its
-        # lease has run out, so the redelivery takes over instead of finding it "in progress".
-        self.visibility = (
-            ttl.total_seconds() * (1 + engine.settings.renew_fraction) if ttl else 60.0
-        )
+        self._queue = queue
+        self.in_progress_retries = in_progress_retries
+        self.visibility = lease_visibility(engine)
 
-    def handle(self, delivery: Delivery) -> Outcome | None:
-        """Process one delivery and settle it. Returns the outcome (None if malformed)."""
+    @property
+    def queue(self) -> Queue:
+        if self._queue is None:
+            raise TypeError("this worker has no pull queue: use decide() and apply the verdict")
+        return self._queue
+
+    def decide(self, delivery: Delivery, *, extend: Callable[[], None] | None = None) -> Decision:
+        """Parse, execute and decide, once. ``extend`` is called on every lease renewal (keep
+        the delivery invisible as long as the lease). Never settles anything itself."""
         try:
             request = RunRequest.from_json(delivery.body)
             if request.job not in self.engine.jobs:
                 raise MalformedRunRequest(f"unknown job {request.job!r}")
         except MalformedRunRequest as exc:
-            self._reject(delivery, "MalformedRequest", str(exc))
-            return None
+            return Decision(self._reject(delivery, "MalformedRequest", str(exc)))
         try:
             outcome = self.engine.execute(
-                request,
-                redrive=_redrive_generation(delivery.attributes),
-                on_renew=lambda: self.queue.extend(delivery, self.visibility),
+                request, redrive=_redrive_generation(delivery.attributes), on_renew=extend
             )
         except MalformedRunRequest as exc:
-            self._reject(delivery, "MalformedRequest", str(exc))
-            return None
+            return Decision(self._reject(delivery, "MalformedRequest", str(exc)))
         except Exception as exc:  # store outage: nothing was decided, try again later
+            text = redact(f"{type(exc).__name__}: {exc}")
             wlog.error(
                 "could not process %s: %s; it will be delivered again",
                 request.run_key,
-                redact(f"{type(exc).__name__}: {exc}"),
+                text,
                 extra={
                     "event": "worker.error",
                     "run_key": request.run_key,
                     "error_type": type(exc).__name__,
                 },
             )
-            self.queue.retry(delivery, delay=min(60.0, 2.0 ** min(delivery.attempt, 6)))
-            return None
-        self.settle(delivery, outcome)
-        return outcome
+            delay = min(60.0, 2.0 ** min(delivery.attempt, 6))
+            return Decision(Verdict.retry(delay, type(exc).__name__, text))
+        verdict = verdict_for(outcome, in_progress_retries=self.in_progress_retries)
+        return Decision(capped(verdict, delivery), outcome)
+
+    def handle(self, delivery: Delivery) -> Outcome | None:
+        """Decide one pulled delivery and settle it on :attr:`queue`. Returns the outcome."""
+        queue = self.queue
+        decision = self.decide(delivery, extend=lambda: queue.extend(delivery, self.visibility))
+        settle_on(queue, delivery, decision.verdict)
+        return decision.outcome
 
     def settle(self, delivery: Delivery, outcome: Outcome) -> None:
-        if outcome.settle is Settle.ACK:
-            self.queue.ack(delivery)
-        elif outcome.kind in (OutcomeKind.DEFERRED, OutcomeKind.IN_PROGRESS) and self._postpone(
-            delivery, outcome.delay
-        ):
-            return
-        elif outcome.settle is Settle.RETRY:
-            self.queue.retry(delivery, delay=outcome.delay)
-        else:
-            self.queue.dead_letter(delivery, outcome.reason, outcome.detail)
+        """Deprecated: settle ``outcome`` on :attr:`queue` (use :meth:`decide` and a host's
+        way of applying the :class:`Verdict`)."""
+        verdict = verdict_for(outcome, in_progress_retries=self.in_progress_retries)
+        settle_on(self.queue, delivery, capped(verdict, delivery))
 
-    def _postpone(self, delivery: Delivery, delay: float) -> bool:
-        """Put a request that has not run (deferred behind the job's lock, or in progress
-        elsewhere) back as a fresh message, then ack this delivery: a broker retry would count
-        a delivery attempt, and a catch-up window queued behind a few long runs would be
-        dead-lettered (max deliveries) without ever having failed. A copy that lands twice is
-        harmless: the claim dedupes. False (use the broker's retry) past the cap or on error."""
-        try:
-            count = int(delivery.attributes.get(POSTPONED_ATTRIBUTE, "0"))
-        except ValueError:
-            count = 0
-        if count >= MAX_POSTPONEMENTS:
-            return False
-        attributes = {**delivery.attributes, POSTPONED_ATTRIBUTE: str(count + 1)}
-        try:
-            self.queue.publish(delivery.body, attributes=attributes, delay=max(0.0, delay))
-        except Exception as exc:  # broker hiccup: fall back to the broker's retry
-            wlog.warning(
-                "could not re-enqueue %s: %s; retrying it instead",
-                delivery.message_id,
-                redact(str(exc)),
-                extra={"event": "worker.error", "error_type": type(exc).__name__},
-            )
-            return False
-        self.queue.ack(delivery)
-        return True
-
-    def _reject(self, delivery: Delivery, reason: str, detail: str) -> None:
+    def _reject(self, delivery: Delivery, reason: str, detail: str) -> Verdict:
         detail = redact(detail)
         wlog.error(
             "dead-lettered malformed message %s: %s",
@@ -196,7 +212,7 @@ class Worker:
                 "message_id": delivery.message_id,
             },
         )
-        self.queue.dead_letter(delivery, reason, detail)
+        return Verdict.dead_letter(reason, detail)
 
     def poll(self, *, max_messages: int = 1, wait: float = 1.0) -> int:
         """Receive and handle up to ``max_messages``; returns how many were handled."""
@@ -219,4 +235,13 @@ class Worker:
                 stop.wait(1.0)
 
 
-__all__ = ["OutcomeKind", "Trigger", "Worker", "request_attributes"]
+__all__ = [
+    "MAX_POSTPONEMENTS",
+    "POSTPONED_ATTRIBUTE",
+    "Decision",
+    "OutcomeKind",
+    "Trigger",
+    "Worker",
+    "lease_visibility",
+    "request_attributes",
+]

@@ -150,6 +150,72 @@ MARKS["servicebus"] = [pytest.mark.azure]
 
 
 @contextmanager
+def memory_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """``cronwarden.testing.MemoryStore``: the in-memory store users test their jobs on."""
+    from cronwarden.testing import MemoryStore
+
+    store = MemoryStore()
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def memory_queue(
+    request: pytest.FixtureRequest, tmp_path: Path, *, max_deliveries: int = 3, **_: Any
+) -> Iterator[Queue]:
+    """``cronwarden.testing.MemoryQueue`` on real time."""
+    from cronwarden.testing import MemoryQueue
+
+    queue = MemoryQueue(max_deliveries=max_deliveries)
+    try:
+        yield queue
+    finally:
+        queue.close()
+
+
+STORES["memory"] = memory_store
+QUEUES["memory"] = memory_queue
+MARKS["memory"] = []
+
+
+@contextmanager
+def postgres_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """PostgreSQL on the session's server, in a fresh schema per test."""
+    from cronwarden.adapters.postgres import PostgresSettings, PostgresStore
+
+    dsn = request.getfixturevalue("postgres_dsn")
+    schema = request.getfixturevalue("postgres_schema")
+    store = PostgresStore(PostgresSettings(dsn=dsn, schema=schema, pool_max=12))
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def postgres_queue(
+    request: pytest.FixtureRequest, tmp_path: Path, *, max_deliveries: int = 3, **_: Any
+) -> Iterator[Queue]:
+    """PostgreSQL on the session's server, in a fresh schema per test."""
+    from cronwarden.adapters.postgres import PostgresQueue, PostgresSettings
+
+    dsn = request.getfixturevalue("postgres_dsn")
+    schema = request.getfixturevalue("postgres_schema")
+    queue = PostgresQueue(PostgresSettings(dsn=dsn, schema=schema, max_deliveries=max_deliveries))
+    try:
+        yield queue
+    finally:
+        queue.close()
+
+
+STORES["postgres"] = postgres_store
+QUEUES["postgres"] = postgres_queue
+MARKS["postgres"] = [pytest.mark.postgres]
+
+
+@contextmanager
 def dynamodb_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     """DynamoDB on the session's moto server, a fresh table per test."""
     from cronwarden.adapters.aws import DynamoStore

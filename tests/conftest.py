@@ -5,6 +5,7 @@ from __future__ import annotations
 pytest_plugins: list[str] = [
     "cronwarden.emulators.azurite.pytest_plugin",
     "cronwarden.emulators.gcp.pytest_plugin",
+    "cronwarden.emulators.postgres.pytest_plugin",
     "cronwarden.emulators.servicebus.pytest_plugin",
     "cronwarden.emulators.aws.pytest_plugin",
 ]

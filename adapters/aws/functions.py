@@ -51,10 +51,9 @@ from cronwarden.liveness import Report, Watcher
 from cronwarden.logs import get_logger
 from cronwarden.model import RunRequest
 from cronwarden.notify import LogNotifier, Notifier, WebhookNotifier
-from cronwarden.ports import DeadLetter, Delivery, Provider, Queue
+from cronwarden.ports import Delivery, Provider
 from cronwarden.redaction import redact
-from cronwarden.settlement import Action, Verdict
-from cronwarden.trigger import Worker
+from cronwarden.settlement import Action, Verdict, republish
 
 from .queue import SqsQueue, delivery_of_message
 from .schedules import MalformedTick, due_window, parse_tick
@@ -66,52 +65,9 @@ Handler = Callable[[Any, Any], dict[str, Any]]
 LAMBDA_MAX_TIMEOUT = 900  #: seconds: the longest a Lambda invocation may run
 
 
-class RecordSettlement(Queue):
-    """The queue the core :class:`~cronwarden.trigger.Worker` settles one Lambda record through:
-    settle calls become a :class:`~cronwarden.settlement.Verdict` (applied afterwards by
-    :func:`apply_verdict`); publishes (postponed copies) and lease extensions go to SQS now."""
-
-    def __init__(self, sqs: SqsQueue) -> None:
-        self.sqs = sqs
-        self.capabilities = sqs.capabilities
-        self.max_deliveries = sqs.max_deliveries
-        self.verdicts: dict[str, Verdict] = {}
-
-    def publish(
-        self,
-        body: bytes,
-        *,
-        attributes: Mapping[str, str] | None = None,
-        dedup_id: str | None = None,
-        delay: float = 0.0,
-    ) -> None:
-        self.sqs.publish(body, attributes=attributes, dedup_id=dedup_id, delay=delay)
-
-    def receive(
-        self, max_messages: int = 1, *, visibility: float = 60.0, wait: float = 0.0
-    ) -> list[Delivery]:
-        raise NotImplementedError("Lambda's event source mapping delivers the records")
-
-    def ack(self, delivery: Delivery) -> None:
-        self.verdicts[delivery.message_id] = Verdict.ack()
-
-    def retry(self, delivery: Delivery, delay: float) -> None:
-        self.verdicts[delivery.message_id] = Verdict.retry(delay)
-
-    def extend(self, delivery: Delivery, visibility: float) -> None:
-        self.sqs.extend(delivery, visibility)
-
-    def dead_letter(self, delivery: Delivery, reason: str, description: str = "") -> None:
-        self.verdicts[delivery.message_id] = Verdict.dead_letter(reason, description)
-
-    def dlq_depth(self) -> int:
-        return self.sqs.dlq_depth()
-
-    def dlq_peek(self, limit: int = 10) -> list[DeadLetter]:
-        return self.sqs.dlq_peek(limit)
-
-    def redrive(self, limit: int = 10) -> int:
-        return self.sqs.redrive(limit)
+def _extender(sqs: SqsQueue, delivery: Delivery, visibility: float) -> Callable[[], None]:
+    """Keep ``delivery`` invisible for ``visibility`` more seconds on every lease renewal."""
+    return lambda: sqs.extend(delivery, visibility)
 
 
 def apply_verdict(sqs: SqsQueue, delivery: Delivery, verdict: Verdict | None) -> bool:
@@ -126,8 +82,10 @@ def apply_verdict(sqs: SqsQueue, delivery: Delivery, verdict: Verdict | None) ->
             sqs.retry(delivery, verdict.delay)
             return True
         if verdict.action is Action.POSTPONE:
-            sqs.publish(delivery.body, attributes=delivery.attributes, delay=verdict.delay)
-            return False
+            if republish(sqs, delivery, verdict.delay):
+                return False
+            sqs.retry(delivery, verdict.delay)
+            return True
         sqs.send_dead_letter(delivery.body, delivery.attributes, verdict.reason, verdict.detail)
         return False
     except Exception as exc:  # the record stays: redelivered after its visibility timeout
@@ -156,13 +114,7 @@ class LambdaRuntime(HostedRuntime):
         self.last_report: Report | None = None
 
     def sqs(self) -> SqsQueue:
-        queue = self.provider.queue()
-        if not isinstance(queue, SqsQueue):
-            raise ConfigurationError(
-                "the AWS trigger and worker functions need the aws provider's SQS queue, got "
-                f"{type(queue).__name__} (set CRONWARDEN_PROVIDER=aws)"
-            )
-        return queue
+        return self.queue_of(SqsQueue, "the AWS trigger and worker functions", "aws")
 
     def run_queue(self) -> SqsQueue:
         return self.sqs()
@@ -223,14 +175,16 @@ class LambdaRuntime(HostedRuntime):
         if not isinstance(records, list):
             raise ValueError("not an SQS event: no Records")
         sqs = self.sqs()
-        settlement = RecordSettlement(sqs)
-        worker = Worker(self.engine, settlement)
+        worker = self.worker
+        visibility = worker.visibility
         failures: list[dict[str, str]] = []
         for record in records:
             delivery = delivery_of_message(record)
+            verdict: Verdict | None
             try:
-                worker.handle(delivery)
-                verdict = settlement.verdicts.pop(delivery.message_id, None)
+                verdict = worker.decide(
+                    delivery, extend=_extender(sqs, delivery, visibility)
+                ).verdict
             except Exception as exc:  # nothing decided: leave it for redelivery
                 log.error(
                     "could not process message %s: %s",
@@ -314,7 +268,6 @@ def runtime_of(handler: Callable[..., Any]) -> LambdaRuntime:
 __all__ = [
     "LAMBDA_MAX_TIMEOUT",
     "LambdaRuntime",
-    "RecordSettlement",
     "apply_verdict",
     "make_handlers",
     "runtime_of",

@@ -22,7 +22,8 @@ from urllib.parse import urlencode
 
 from cronwarden.errors import ConfigurationError
 
-ENV_FEDERATION = "CRONWARDEN_AZURE_FEDERATION"
+from .settings import FEDERATION_ENV as ENV_FEDERATION
+
 GOOGLE_IDENTITY_URL = (
     "http://metadata.google.internal/computeMetadata/v1/instance/service-accounts/default/identity"
 )

@@ -1,14 +1,7 @@
-"""Keep secrets out of the error text this adapter produces."""
+"""Deprecated: the Azure adapter uses :func:`cronwarden.redaction.redact`, the one rule set."""
 
 from __future__ import annotations
 
-import re
+from cronwarden.redaction import redact
 
-_SECRET = re.compile(
-    r"(?i)\b(AccountKey|SharedAccessKey|SharedAccessSignature|sig|Password)=([^;&\s\"']+)"
-)
-
-
-def redact(text: str) -> str:
-    """``text`` with account keys, SAS signatures and shared access keys replaced by ``***``."""
-    return _SECRET.sub(lambda m: f"{m.group(1)}=***", text)
+__all__ = ["redact"]

@@ -1,9 +1,9 @@
 """Azure timer ticks → job windows, DST-correct without ``WEBSITE_TIME_ZONE``.
 
 A job's timer fires on an NCRONTAB schedule **in UTC** that contains every UTC instant a local
-fire time of the job can map to (``cronwarden.deploy.ncrontab.utc_ncrontab``): a daily 02:00
-Europe/Berlin job fires at 00:00 and 01:00 UTC. Only one of those is the real window on any
-given day, so each tick asks the job's own schedule (in its own time zone):
+fire time of the job can map to (:func:`cronwarden.adapters.azure.ncrontab.utc_ncrontab`): a
+daily 02:00 Europe/Berlin job fires at 00:00 and 01:00 UTC. Only one of those is the real window
+on any given day, so each tick asks the job's own schedule (in its own time zone):
 
 * the tick this invocation stands for is the latest occurrence of the timer schedule at or
   before *now* (plus a few seconds of tolerance: the host may call a little early);
@@ -26,6 +26,8 @@ from datetime import datetime, timedelta
 from cronwarden.errors import InvalidJobDefinition
 from cronwarden.jobs import Job
 from cronwarden.schedule import Schedule, utc
+
+from .ncrontab import to_ncrontab, utc_ncrontab
 
 TOLERANCE = timedelta(seconds=5)
 
@@ -80,8 +82,6 @@ def timer_schedule_for(job: Job, setting: str | None) -> TimerSchedule:
     """The timer of ``job``: the app setting when given, else its cron translated to UTC."""
     if setting and setting.strip():
         return TimerSchedule.parse(setting.strip())
-    from cronwarden.deploy.ncrontab import to_ncrontab, utc_ncrontab
-
     tz = job.schedule.timezone
     text = to_ncrontab(job.schedule.cron) if tz == "UTC" else utc_ncrontab(job.schedule.cron, tz)
     return TimerSchedule.parse(text)

@@ -30,9 +30,10 @@ queue and engine are built on the first invocation and reused. Indexing the app
 settle it: the worker calls the host's message actions (``ServiceBusMessageActions`` of the
 ``azurefunctions-extensions-bindings-servicebus`` package, looked up by lock token), or whatever
 object :attr:`AzureRuntime.actions` is set to (the local host in
-:mod:`cronwarden.adapters.azure.host` plays that part). Retries are scheduled copies sent with
-the app's own Service Bus sender, then the original is completed (see
-:mod:`.servicebus` for the window between the two).
+:mod:`cronwarden.emulators.azure_functions.host` plays that part), in one function,
+:func:`settle_with_actions`, applying the worker's verdict. Retries are scheduled copies sent
+with the app's own Service Bus sender, then the original is completed (see :mod:`.servicebus`
+for the window between the two).
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ from typing import Any, Protocol
 from cronwarden.engine import EngineSettings, Outcome
 from cronwarden.errors import ConfigurationError
 from cronwarden.hosting import (
-    FUNCTION_NAMES,
     HostedRuntime,
     enabled_functions,
     jobset_of,
@@ -59,23 +59,27 @@ from cronwarden.liveness import Report
 from cronwarden.logs import get_logger
 from cronwarden.model import RunRequest
 from cronwarden.notify import Notifier
-from cronwarden.ports import DeadLetter, Delivery, Provider, Queue
+from cronwarden.ports import DeadLetter, Delivery, Provider
 from cronwarden.redaction import redact
-from cronwarden.trigger import Worker
+from cronwarden.settlement import Action, Verdict, republish
 
 from ._timer import TimerSchedule, due_window, timer_schedule_for
-from .servicebus import MAX_DELIVERY_REASON, ServiceBusQueue, attempt_of, public_attributes
+from .servicebus import ServiceBusQueue, attempt_of, public_attributes, retry_by_copy
+from .settings import (  # noqa: F401 - the old names of these constants stay importable here
+    DEFAULT_QUEUE,
+    DEFAULT_WATCHER_SCHEDULE,
+    QUEUE_ENV,
+    SCHEDULE_ENV_PREFIX,
+    SERVICEBUS_BINDING_CONNECTION,
+    WATCHER_SCHEDULE_ENV,
+    AzureSettings,
+    schedule_setting,
+)
 
 log = get_logger("azure.functions")
 
-SCHEDULE_ENV_PREFIX = "CRONWARDEN_SCHEDULE_"
-WATCHER_SCHEDULE_ENV = "CRONWARDEN_WATCHER_SCHEDULE"
-QUEUE_ENV = "CRONWARDEN_SERVICEBUS_QUEUE"
-CONNECTION = "ServiceBusConnection"
+CONNECTION = SERVICEBUS_BINDING_CONNECTION
 SETTLEMENT_EXTENSION = "azurefunctions.extensions.bindings.servicebus"
-DEFAULT_QUEUE = "cronwarden-runs"
-DEFAULT_WATCHER_SCHEDULE = "0 */5 * * * *"
-NAMES = FUNCTION_NAMES
 _TICK_ATTEMPTS = 3
 Clock = Callable[[], datetime]
 
@@ -95,11 +99,6 @@ class MessageActions(Protocol):
     ) -> None: ...
 
     def renew_message_lock(self, message: Any) -> None: ...
-
-
-def schedule_setting(job_name: str) -> str:
-    """``CRONWARDEN_SCHEDULE_<JOB_NAME_UPPER_UNDERSCORED>``."""
-    return SCHEDULE_ENV_PREFIX + job_name.upper().replace("-", "_")
 
 
 def timer_function_name(job_name: str) -> str:
@@ -132,10 +131,35 @@ def delivery_of(message: Any) -> Delivery:
     return delivery
 
 
-class HostSettledQueue(Queue):
-    """Settles one host-delivered message through the host's :class:`MessageActions`; sends
-    (retry copies, publishes) and dead-letter reads go through the app's :class:`ServiceBusQueue`.
-    """
+def settle_with_actions(
+    verdict: Verdict, delivery: Delivery, servicebus: ServiceBusQueue, actions: MessageActions
+) -> None:
+    """Apply ``verdict`` to a host-delivered message through the host's message actions;
+    sends (postponed and retry copies) go through the app's own ``servicebus`` sender.
+
+    POSTPONE: a fresh copy, then complete (a RETRY if the copy can not be sent). RETRY: a
+    scheduled copy carrying the attempts, then complete; attempts used up: dead-letter with
+    ``MaxDeliveryCountExceeded`` (:func:`~.servicebus.retry_by_copy`)."""
+    if verdict.action is Action.POSTPONE:
+        if republish(servicebus, delivery, verdict.delay):
+            verdict = Verdict.ack("postpone")
+        else:
+            verdict = Verdict.retry(verdict.delay, verdict.reason, verdict.detail)
+    if verdict.action is Action.RETRY:
+        verdict = retry_by_copy(servicebus, delivery, verdict.delay)
+    if verdict.action is Action.ACK:
+        actions.complete(delivery.handle)
+    else:
+        actions.deadletter(
+            delivery.handle,
+            deadletter_reason=verdict.reason[:4096],
+            deadletter_error_description=verdict.detail[:4096],
+        )
+
+
+class HostSettledQueue:
+    """Deprecated shim (not a :class:`~cronwarden.ports.Queue`): the old per-call settlement
+    over :func:`settle_with_actions`. Hosts call :func:`settle_with_actions` directly."""
 
     def __init__(self, servicebus: ServiceBusQueue, actions: MessageActions) -> None:
         self.servicebus = servicebus
@@ -152,33 +176,18 @@ class HostSettledQueue(Queue):
     ) -> None:
         self.servicebus.publish(body, attributes=attributes, dedup_id=dedup_id, delay=delay)
 
-    def receive(
-        self, max_messages: int = 1, *, visibility: float = 60.0, wait: float = 0.0
-    ) -> list[Delivery]:
-        raise NotImplementedError("the Functions host delivers messages to the worker function")
-
     def ack(self, delivery: Delivery) -> None:
-        self.actions.complete(delivery.handle)
+        settle_with_actions(Verdict.ack(), delivery, self.servicebus, self.actions)
 
     def retry(self, delivery: Delivery, delay: float) -> None:
-        if self.servicebus.retry_copy(delivery, delay):
-            self.actions.complete(delivery.handle)
-        else:
-            self.dead_letter(
-                delivery,
-                MAX_DELIVERY_REASON,
-                f"{delivery.attempt} attempts (limit {self.max_deliveries})",
-            )
+        settle_with_actions(Verdict.retry(delay), delivery, self.servicebus, self.actions)
 
     def extend(self, delivery: Delivery, visibility: float) -> None:
         self.actions.renew_message_lock(delivery.handle)
 
     def dead_letter(self, delivery: Delivery, reason: str, description: str = "") -> None:
-        self.actions.deadletter(
-            delivery.handle,
-            deadletter_reason=reason[:4096],
-            deadletter_error_description=description[:4096],
-        )
+        verdict = Verdict.dead_letter(reason, description)
+        settle_with_actions(verdict, delivery, self.servicebus, self.actions)
 
     def dlq_depth(self) -> int:
         return self.servicebus.dlq_depth()
@@ -223,13 +232,7 @@ class AzureRuntime(HostedRuntime):
         self.last_report: Report | None = None
 
     def servicebus(self) -> ServiceBusQueue:
-        queue = self.provider.queue()
-        if not isinstance(queue, ServiceBusQueue):
-            raise ConfigurationError(
-                "the Azure timer and worker functions need the azure provider's Service Bus "
-                f"queue, got {type(queue).__name__} (set CRONWARDEN_PROVIDER=azure)"
-            )
-        return queue
+        return self.queue_of(ServiceBusQueue, "the Azure timer and worker functions", "azure")
 
     def run_queue(self) -> ServiceBusQueue:
         return self.servicebus()
@@ -273,9 +276,13 @@ class AzureRuntime(HostedRuntime):
         """One host-delivered Service Bus message → one execution, settled via the actions
         (given by the host with the SDK-type binding, else :attr:`actions` or the host's)."""
         actions = actions or self.actions or _host_actions()
-        queue = HostSettledQueue(self.servicebus(), actions)
+        servicebus = self.servicebus()
         delivery = delivery_of(message)
-        return Worker(self.engine, queue).handle(delivery)
+        decision = self.worker.decide(
+            delivery, extend=lambda: actions.renew_message_lock(delivery.handle)
+        )
+        settle_with_actions(decision.verdict, delivery, servicebus, actions)
+        return decision.outcome
 
     def handle_watcher(self) -> Report:
         report = self.watcher.check()
@@ -305,6 +312,7 @@ def build_app(
     import azure.functions as func
 
     env = os.environ if env is None else env
+    app_settings = AzureSettings.from_env(env)
     jobs = jobset_of(module_or_jobset)
     runtime = AzureRuntime(
         jobs,
@@ -320,7 +328,7 @@ def build_app(
 
     if "trigger" in enabled:
         for job in jobs:
-            timer = timer_schedule_for(job, env.get(schedule_setting(job.name)))
+            timer = timer_schedule_for(job, app_settings.schedule_for(job.name))
             runtime.timers[job.name] = timer
             _register_timer(app, func, runtime, job, timer)
 
@@ -330,13 +338,13 @@ def build_app(
             app.service_bus_queue_trigger(
                 arg_name="message",
                 connection=CONNECTION,
-                queue_name=env.get(QUEUE_ENV) or DEFAULT_QUEUE,
+                queue_name=app_settings.queue,
                 auto_complete_messages=False,
             )(worker)
         )
 
     if "watcher" in enabled:
-        schedule = env.get(WATCHER_SCHEDULE_ENV) or DEFAULT_WATCHER_SCHEDULE
+        schedule = app_settings.watcher_schedule
         TimerSchedule.parse(schedule)
 
         def watcher(timer: func.TimerRequest) -> None:
@@ -423,6 +431,7 @@ __all__ = [
     "delivery_of",
     "runtime_of",
     "schedule_setting",
+    "settle_with_actions",
     "settlement_extension_installed",
     "timer_function_name",
 ]

@@ -17,24 +17,34 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 from typing import Any
 
 from cronwarden.errors import ConfigurationError
 from cronwarden.ports import Provider
 
 from .servicebus import ServiceBusQueue
-from .store import DEFAULT_TABLE, TableStore
+from .settings import (
+    MAX_DELIVERIES_ENV,
+    QUEUE_ENV,
+    SERVICEBUS_CONNECTION_ENV,
+    SERVICEBUS_NAMESPACE_ENV,
+    STORAGE_CONNECTION_ENV,
+    STORAGE_CONNECTION_FALLBACK_ENV,
+    TABLE_ACCOUNT_URL_ENV,
+    TABLE_ENV,
+    AzureSettings,
+)
+from .store import TableStore
 
-ENV_CONNECTION_STRING = "CRONWARDEN_AZURE_STORAGE_CONNECTION_STRING"
-ENV_FALLBACK_CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
-ENV_ACCOUNT_URL = "CRONWARDEN_AZURE_TABLE_ACCOUNT_URL"
-ENV_TABLE = "CRONWARDEN_AZURE_TABLE"
-ENV_SB_CONNECTION = "CRONWARDEN_SERVICEBUS_CONNECTION"
-ENV_SB_NAMESPACE = "CRONWARDEN_SERVICEBUS_NAMESPACE"
-ENV_SB_QUEUE = "CRONWARDEN_SERVICEBUS_QUEUE"
-ENV_SB_MAX_DELIVERIES = "CRONWARDEN_SERVICEBUS_MAX_DELIVERIES"
-DEFAULT_QUEUE = "cronwarden-runs"
+# The old names of the settings' environment constants (see :mod:`.settings`).
+ENV_CONNECTION_STRING = STORAGE_CONNECTION_ENV
+ENV_FALLBACK_CONNECTION_STRING = STORAGE_CONNECTION_FALLBACK_ENV
+ENV_ACCOUNT_URL = TABLE_ACCOUNT_URL_ENV
+ENV_TABLE = TABLE_ENV
+ENV_SB_CONNECTION = SERVICEBUS_CONNECTION_ENV
+ENV_SB_NAMESPACE = SERVICEBUS_NAMESPACE_ENV
+ENV_SB_QUEUE = QUEUE_ENV
+ENV_SB_MAX_DELIVERIES = MAX_DELIVERIES_ENV
 
 
 class AzureProvider(Provider):
@@ -45,7 +55,8 @@ class AzureProvider(Provider):
     ``$CRONWARDEN_AZURE_TABLE_ACCOUNT_URL``) plus an SDK ``credential`` (default: built from the
     environment, see :mod:`._credentials`). ``table`` defaults to ``$CRONWARDEN_AZURE_TABLE``
     or ``cronwarden``. The queue: ``servicebus_connection`` / ``servicebus_namespace`` /
-    ``queue_name`` / ``max_deliveries`` (environment names in the module docstring). Store and
+    ``queue_name`` / ``max_deliveries``; what is not given comes from ``settings`` (default:
+    :meth:`AzureSettings.from_env`, names in :mod:`.settings`). Store and
     queue are built on first use and reused; building the store creates the table if missing.
     Secrets are never put into error messages.
     """
@@ -63,27 +74,21 @@ class AzureProvider(Provider):
         servicebus_namespace: str | None = None,
         queue_name: str | None = None,
         max_deliveries: int | None = None,
+        settings: AzureSettings | None = None,
         **table_options: Any,
     ) -> None:
-        self._connection_string = (
-            connection_string
-            or os.environ.get(ENV_CONNECTION_STRING)
-            or os.environ.get(ENV_FALLBACK_CONNECTION_STRING)
-        )
-        self._account_url = account_url or os.environ.get(ENV_ACCOUNT_URL)
+        env = settings or AzureSettings.from_env()
+        self._connection_string = connection_string or env.storage_connection_string
+        self._account_url = account_url or env.table_account_url
         self._credential = credential
-        self.table = table or os.environ.get(ENV_TABLE) or DEFAULT_TABLE
+        self.table = table or env.table
         self._table_options = table_options
         self._store: TableStore | None = None
         self._queue: ServiceBusQueue | None = None
-        self._sb_connection = servicebus_connection or os.environ.get(ENV_SB_CONNECTION)
-        self._sb_namespace = servicebus_namespace or os.environ.get(ENV_SB_NAMESPACE)
-        self.queue_name = queue_name or os.environ.get(ENV_SB_QUEUE) or DEFAULT_QUEUE
-        raw_max = max_deliveries or os.environ.get(ENV_SB_MAX_DELIVERIES) or 10
-        try:
-            self.max_deliveries = int(raw_max)
-        except ValueError as exc:
-            raise ConfigurationError(f"${ENV_SB_MAX_DELIVERIES} must be an integer") from exc
+        self._sb_connection = servicebus_connection or env.servicebus_connection
+        self._sb_namespace = servicebus_namespace or env.servicebus_namespace
+        self.queue_name = queue_name or env.queue
+        self.max_deliveries = max_deliveries or env.max_deliveries
         if not self._connection_string and not self._account_url:
             raise ConfigurationError(
                 "Azure provider: set a storage connection string "

@@ -41,10 +41,18 @@ import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from cronwarden.logs import get_logger
-from cronwarden.ports import REASON_ATTRIBUTE, REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue
+from cronwarden.ports import (
+    REASON_ATTRIBUTE,
+    REDRIVE_ATTRIBUTE,
+    DeadLetter,
+    Delivery,
+    Queue,
+    QueueCapabilities,
+)
+from cronwarden.settlement import Action, Verdict
 
 from ._redact import redact
 
@@ -126,6 +134,7 @@ class ServiceBusQueue(Queue):
         self.queue_name = queue_name
         self.max_deliveries = max_deliveries
         self.deduplicates = deduplicates
+        self.capabilities = QueueCapabilities(dedup=deduplicates, max_deliveries=max_deliveries)
         self.renew_margin = renew_margin
         self._client: Any = None
         self._sender: Any = None
@@ -318,14 +327,11 @@ class ServiceBusQueue(Queue):
             self._get_receiver().abandon_message(delivery.handle)
 
     def retry(self, delivery: Delivery, delay: float) -> None:
-        if not self.retry_copy(delivery, delay):
-            self.dead_letter(
-                delivery,
-                MAX_DELIVERY_REASON,
-                f"{delivery.attempt} attempts (limit {self.max_deliveries})",
-            )
-            return
-        self.ack(delivery)
+        then = retry_by_copy(self, delivery, delay)
+        if then.action is Action.ACK:
+            self.ack(delivery)
+        else:
+            self.dead_letter(delivery, then.reason, then.detail)
 
     def extend(self, delivery: Delivery, visibility: float) -> None:
         with self._tracked_lock:
@@ -487,6 +493,26 @@ class ServiceBusQueue(Queue):
 
     def __repr__(self) -> str:  # never shows credentials
         return f"ServiceBusQueue(queue={self.queue_name!r})"
+
+
+class CopiesRetries(Protocol):
+    """What :func:`retry_by_copy` needs (a :class:`ServiceBusQueue`)."""
+
+    max_deliveries: int
+
+    def retry_copy(self, delivery: Delivery, delay: float) -> bool: ...
+
+
+def retry_by_copy(bus: CopiesRetries, delivery: Delivery, delay: float) -> Verdict:
+    """Apply a RETRY on Service Bus (abandon would redeliver at once): schedule the copy that
+    carries the next attempt, then settle the original as the returned verdict says: ACK
+    (complete it), or, the attempts used up, DEAD_LETTER with ``MaxDeliveryCountExceeded``.
+    Used by the pull receiver and by the Functions host's message actions alike."""
+    if bus.retry_copy(delivery, delay):
+        return Verdict.ack("retry")
+    return Verdict.dead_letter(
+        MAX_DELIVERY_REASON, f"{delivery.attempt} attempts (limit {bus.max_deliveries})"
+    )
 
 
 def _token(delivery: Delivery) -> str:

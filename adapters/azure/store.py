@@ -34,11 +34,30 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cronwarden.errors import CommitConflict, ConfigurationError, StoreUnavailable
-from cronwarden.ports import Create, Delete, Key, Merge, Op, Record, Store, Update, Version
+from cronwarden.errors import (
+    CommitConflict,
+    CommitOutcomeUnknown,
+    ConfigurationError,
+    StoreUnavailable,
+)
+from cronwarden.ports import (
+    Create,
+    Delete,
+    Key,
+    Merge,
+    Op,
+    Record,
+    Store,
+    StoreCapabilities,
+    Update,
+    Version,
+    apply_merge,
+    merged_fields,
+)
 
 from . import _entity, _keys
 from ._redact import redact
@@ -65,7 +84,14 @@ class TableStore(Store):
     Thread-safe: one store may be shared by the threads of a worker.
     """
 
-    max_commit_ops = 100  #: entity-group transaction limit (Azurite breaks above it)
+    #: 100: the entity-group transaction limit (Azurite breaks above it). No atomic increment
+    #: or maximum: such a Merge reads the entity first (one more round trip, counted).
+    capabilities = StoreCapabilities(
+        max_commit_ops=100,
+        atomic_increment=False,
+        atomic_maximum=False,
+        native_types=(datetime,),  #: aware datetimes as Edm.DateTime (see ._entity)
+    )
     merge_attempts = 30  #: tries of a commit whose Merge increments keep losing races
 
     def __init__(self, table: TableClient, *, create_table: bool = True) -> None:
@@ -167,7 +193,7 @@ class TableStore(Store):
             found: list[Record] = []
             for number, page in enumerate(pages):
                 if number:  # every further page is one more request to the service
-                    self._count()
+                    self._round_trip("read", kind)
                 for entity in page:
                     found.append(_record(_key_of(entity), entity))
                 if limit is not None and len(found) >= limit:
@@ -182,16 +208,9 @@ class TableStore(Store):
         partition = _keys.partition_key(ops[0].key.job)
         planned: list[tuple[Any, ...] | None] = []
         reads: dict[int, tuple[str, Merge]] = {}
-        seen: set[str] = set()
-        for index, op in enumerate(ops):
+        for index, op in enumerate(ops):  # distinct records of one job: checked by the port
             row = _keys.row_key(op.key.kind, op.key.id)
-            if row in seen:
-                raise ValueError(
-                    f"{op.key.kind} {op.key.job}/{op.key.id} appears twice in one commit; a "
-                    "Table Storage transaction may touch each record once"
-                )
-            seen.add(row)
-            if isinstance(op, Merge) and (op.increments or _maximums(op)):
+            if isinstance(op, Merge) and (op.increments or op.maximums):
                 reads[index] = (row, op)
                 planned.append(None)
             else:
@@ -200,13 +219,13 @@ class TableStore(Store):
             operations = list(planned)
             if reads:
                 for index, (row, merge) in reads.items():
-                    self._count()  # the read this Merge needs is a round trip of its own
+                    self._round_trip("read", merge.key.kind)  # this Merge's read
                     current = self._call(self._read, merge.key.job, merge.key.kind, merge.key.id)
                     operations[index] = _plan_read_merge(partition, row, merge, current)
             if attempt:
-                self._count()  # a retried transaction is one more round trip
+                self._round_trip("commit", ops[0].key.kind, len(ops))  # a retried transaction
             try:
-                results = self._call(self._submit, operations, set(reads))
+                results = self._call(self._submit, operations, set(reads), write=True)
             except _RetryMerge:
                 _backoff(attempt)
                 continue
@@ -247,9 +266,11 @@ class TableStore(Store):
         return dict(action(entity, **(options or {})))
 
     # -- plumbing --------------------------------------------------------------------------
-    def _call(self, action: Callable[..., _T], *args: Any) -> _T:
-        """``action(*args)``, with transport failures turned into StoreUnavailable and a
-        missing table into ConfigurationError."""
+    def _call(self, action: Callable[..., _T], *args: Any, write: bool = False) -> _T:
+        """``action(*args)``, with the SDK's failures mapped to the port's errors: a request
+        never sent (connection refused, DNS) or refused as busy (503) → StoreUnavailable; for
+        a ``write``, a response lost after sending or a server error/timeout (500, 504) →
+        CommitOutcomeUnknown (reads: StoreUnavailable); a missing table → ConfigurationError."""
         from azure.core.exceptions import (
             HttpResponseError,
             ServiceRequestError,
@@ -260,11 +281,23 @@ class TableStore(Store):
             raise StoreUnavailable("the store is closed")
         try:
             return action(*args)
-        except (ServiceRequestError, ServiceResponseError) as exc:
+        except ServiceRequestError as exc:
             raise StoreUnavailable(
                 f"Table Storage unreachable ({type(exc).__name__}): {redact(str(exc))[:300]}"
             ) from None
+        except ServiceResponseError as exc:
+            failure = CommitOutcomeUnknown if write else StoreUnavailable
+            raise failure(
+                f"Table Storage unreachable ({type(exc).__name__}): {redact(str(exc))[:300]}"
+            ) from None
         except HttpResponseError as exc:
+            status = getattr(exc, "status_code", None)
+            if status in (500, 503, 504) and _error_code(exc) != _TABLE_NOT_FOUND:
+                failure = CommitOutcomeUnknown if write and status != 503 else StoreUnavailable
+                raise failure(
+                    f"Table Storage answered {status} ({_error_code(exc) or 'no code'}): "
+                    f"{redact(str(exc))[:300]}"
+                ) from None
             if _error_code(exc) != _TABLE_NOT_FOUND:
                 raise
             raise ConfigurationError(
@@ -281,10 +314,6 @@ class TableStore(Store):
 
 class _RetryMerge(Exception):
     """A read-then-write Merge lost a race; retry the whole commit."""
-
-
-def _maximums(op: Merge) -> Mapping[str, int]:
-    return getattr(op, "maximums", None) or {}
 
 
 def _conditional(version: Version) -> dict[str, Any]:
@@ -320,14 +349,9 @@ def _plan_read_merge(partition: str, row: str, op: Merge, current: Any) -> tuple
     """The conditional write of a Merge with increments, given the entity read (or None)."""
     from azure.data.tables import UpdateMode
 
-    data = _entity.decode_entity(current) if current is not None else {}
-    data.update(op.fields)
-    changed = dict(op.fields)
-    for name, amount in op.increments.items():
-        changed[name] = data[name] = int(data.get(name) or 0) + amount
-    for name, floor in _maximums(op).items():
-        value = data.get(name)
-        changed[name] = data[name] = floor if value is None else max(int(value), floor)
+    existing = _entity.decode_entity(current) if current is not None else None
+    data = apply_merge(existing, op)
+    changed = merged_fields(existing, op)
     whole = _entity.build_entity(partition, row, data)  # checks the merged record's limits
     if current is None:
         return ("create", whole)

@@ -40,10 +40,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from cronwarden.engine import EngineSettings, Outcome, OutcomeKind
-from cronwarden.errors import ConfigurationError
+from cronwarden.engine import Engine, EngineSettings
 from cronwarden.hosting import (
-    FUNCTION_NAMES,
     FUNCTIONS_ENV,
     HostedRuntime,
     enabled_functions,
@@ -55,6 +53,7 @@ from cronwarden.logs import get_logger
 from cronwarden.notify import Notifier
 from cronwarden.ports import Delivery, Provider
 from cronwarden.redaction import redact
+from cronwarden.settlement import Verdict
 from cronwarden.trigger import Worker
 
 from .push import (
@@ -64,14 +63,13 @@ from .push import (
     PushQueue,
     not_before,
     parse_envelope,
-    receipt_of,
+    push_reply,
 )
 from .queue import PubSubQueue
 from .ticks import parse_tick
 
 log = get_logger("gcp.functions")
 
-NAMES = FUNCTION_NAMES
 Response = tuple[str, int, dict[str, str]]
 HttpFunction = Callable[[Any], Response]
 
@@ -81,23 +79,19 @@ def _json(body: dict[str, Any], status: int) -> Response:
 
 
 class PushWorker(Worker):
-    """The core worker, settling through a :class:`PushQueue`.
+    """Deprecated: the core :class:`~cronwarden.Worker` with the push variant of the mapping
+    (``in_progress`` is retried, see :func:`~cronwarden.settlement.verdict_for`). Use
+    ``Worker(engine, in_progress_retries=True)`` and :func:`~.push.push_reply`."""
 
-    One push-specific mapping: ``in_progress`` (another owner runs this very run key) is
-    retried, not acknowledged. On a pull queue the owner's own delivery is still leased and
-    carries the outcome; a push redelivered while its run is still going means the owner's
-    delivery has already timed out, so this one must stay to carry the outcome.
-    """
-
-    def settle(self, delivery: Delivery, outcome: Outcome) -> None:
-        if outcome.kind is OutcomeKind.IN_PROGRESS:
-            self.queue.retry(delivery, delay=0.0)
-        else:
-            super().settle(delivery, outcome)
+    def __init__(self, engine: Engine, queue: Any = None) -> None:
+        super().__init__(engine, None, in_progress_retries=True)
+        self.push_queue = queue
 
 
 class FunctionsRuntime(HostedRuntime):
     """What the three functions share; built lazily, once per instance, thread-safe."""
+
+    in_progress_retries = True  #: a push redelivered while its run goes on carries the run
 
     def __init__(
         self,
@@ -108,32 +102,17 @@ class FunctionsRuntime(HostedRuntime):
         notifiers: list[Notifier] | None = None,
     ) -> None:
         super().__init__(jobs, provider=provider, settings=settings, notifiers=notifiers)
-        self._worker: PushWorker | None = None
 
     def pubsub(self) -> PubSubQueue:
-        queue = self.provider.queue()
-        if not isinstance(queue, PubSubQueue):
-            raise ConfigurationError(
-                f"the GCP trigger and worker functions need the gcp provider's Pub/Sub queue, "
-                f"got {type(queue).__name__} (set CRONWARDEN_PROVIDER=gcp)"
-            )
-        return queue
+        return self.queue_of(PubSubQueue, "the GCP trigger and worker functions", "gcp")
 
     def run_queue(self) -> PubSubQueue:
         return self.pubsub()
 
     @property
-    def worker(self) -> PushWorker:
-        with self._lock:
-            if self._worker is None:
-                self._worker = PushWorker(self.engine, PushQueue(self.pubsub()))
-            return self._worker
-
-    @property
     def push_queue(self) -> PushQueue:
-        queue = self.worker.queue
-        assert isinstance(queue, PushQueue)
-        return queue
+        """Deprecated: the old settlement shim over :meth:`pubsub`."""
+        return PushQueue(self.pubsub())
 
     # -- the three handlers -----------------------------------------------------------------
     def handle_trigger(self, raw: bytes, headers: dict[str, str]) -> Response:
@@ -173,9 +152,8 @@ class FunctionsRuntime(HostedRuntime):
                 "message_id": delivery.message_id,
             },
         )
-        self.push_queue.dead_letter(delivery, "MalformedTick", error)
-        receipt = receipt_of(delivery)
-        return _json({"dead_lettered": "MalformedTick", "error": error}, receipt.status or 500)
+        reply = push_reply(Verdict.dead_letter("MalformedTick", error), delivery, self.pubsub())
+        return _json({"dead_lettered": "MalformedTick", "error": error}, reply.status)
 
     def handle_worker(self, raw: bytes) -> Response:
         try:
@@ -190,17 +168,17 @@ class FunctionsRuntime(HostedRuntime):
         wait = not_before(delivery)
         if wait > 0:  # a delayed publish pushed early: hand it back (costs a delivery)
             return _json({"verdict": "retry", "not_before_s": round(wait, 3)}, RETRY_STATUS)
-        outcome = self.worker.handle(delivery)
-        receipt = receipt_of(delivery)
-        status = receipt.status or RETRY_STATUS
-        body: dict[str, Any] = {"verdict": receipt.verdict or "retry"}
+        decision = self.worker.decide(delivery)  # no extension: the ackDeadline bounds a push
+        reply = push_reply(decision.verdict, delivery, self.pubsub())
+        body: dict[str, Any] = {"verdict": reply.verdict}
+        outcome = decision.outcome
         if outcome is not None:
             body.update(outcome=outcome.kind.value, run_key=outcome.run_key)
             if outcome.run_id:
                 body["run_id"] = outcome.run_id
-        if receipt.reason:
-            body["reason"] = receipt.reason
-        return _json(body, status)
+        if reply.reason:
+            body["reason"] = reply.reason
+        return _json(body, reply.status)
 
     def handle_watcher(self) -> Response:
         try:

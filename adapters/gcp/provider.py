@@ -1,7 +1,8 @@
 """The GCP provider: a :class:`FirestoreStore` and a :class:`PubSubQueue`, configured from
 explicit arguments or the environment (:meth:`GcpProvider.from_env`).
 
-Environment (all optional except the project):
+Environment (all optional except the project; names, defaults and bounds in
+:mod:`.settings`, :class:`~.settings.GcpSettings`):
 
 =====================================  ===================================================
 ``CRONWARDEN_GCP_PROJECT``             project id (else ``GOOGLE_CLOUD_PROJECT``,
@@ -37,53 +38,33 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from cronwarden.durations import parse_duration
 from cronwarden.errors import ConfigurationError
 from cronwarden.ports import ITEM, RUN, Provider
 
 from .queue import MIN_DELIVERIES, PubSubQueue
+from .settings import (
+    DEFAULT_SUBSCRIPTION,
+    DEFAULT_TOPIC,
+    PROJECT_ENV,
+    PROJECT_FALLBACK_ENVS,
+    GcpSettings,
+)
 from .store import DEFAULT_PREFIX, DEFAULT_RETENTION, FirestoreStore
 
-DEFAULT_TOPIC = "cronwarden-runs"
-DEFAULT_SUBSCRIPTION = "cronwarden-worker"
-_PROJECT_VARS = ("CRONWARDEN_GCP_PROJECT", "GOOGLE_CLOUD_PROJECT", "GCLOUD_PROJECT", "GCP_PROJECT")
 
-
-def _flag(value: str) -> bool:
-    return value.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
-
-
-def _federation_from_env(env: Mapping[str, str]) -> Callable[[], Any] | None:
+def _federation_from(settings: GcpSettings, env: Mapping[str, str]) -> Callable[[], Any] | None:
     """A shared, lazily built credentials factory when workload identity federation is set."""
-    names = (
-        "CRONWARDEN_GCP_WIF_PROVIDER",
-        "CRONWARDEN_GCP_SERVICE_ACCOUNT",
-        "CRONWARDEN_GCP_WIF_AUDIENCE",
-    )
-    values = [env.get(name) or "" for name in names]
-    if not any(values):
+    if not settings.federated:
         return None
-    if not all(values):
-        missing = [n for n, v in zip(names, values, strict=True) if not v]
-        raise ConfigurationError(f"workload identity federation also needs {', '.join(missing)}")
-    provider, account, audience = values
     snapshot = dict(env)
 
     @functools.cache
     def credentials() -> Any:
         from ._federation import federated_credentials
 
-        return federated_credentials(provider, account, audience, snapshot)
+        return federated_credentials(
+            settings.wif_provider, settings.service_account, settings.wif_audience, snapshot
+        )
 
     return credentials
 
@@ -114,8 +95,8 @@ class GcpProvider(Provider):
     ) -> None:
         if not project:
             raise ConfigurationError(
-                "the GCP provider needs a project id: set CRONWARDEN_GCP_PROJECT "
-                "(or GOOGLE_CLOUD_PROJECT)"
+                f"the GCP provider needs a project id: set {PROJECT_ENV} "
+                f"(or {PROJECT_FALLBACK_ENVS[0]})"
             )
         self.project = project
         self._store_options: dict[str, Any] = {
@@ -145,35 +126,27 @@ class GcpProvider(Provider):
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> GcpProvider:
         """Build from environment variables (see the module docs); keyword overrides win."""
         env = os.environ if environ is None else environ
-        project = overrides.pop("project", None) or next(
-            (env[v] for v in _PROJECT_VARS if env.get(v)), ""
-        )
-        pubsub_host = env.get("PUBSUB_EMULATOR_HOST") or None
-        create = env.get("CRONWARDEN_GCP_CREATE_MISSING")
+        settings = GcpSettings.from_env(env)
+        project = overrides.pop("project", None) or settings.project
         retention = dict(DEFAULT_RETENTION)
-        for kind, var in (
-            (RUN, "CRONWARDEN_FIRESTORE_RUN_RETENTION"),
-            (ITEM, "CRONWARDEN_FIRESTORE_ITEM_RETENTION"),
-        ):
-            if env.get(var):
-                try:
-                    retention[kind] = parse_duration(env[var], field=var)
-                except ValueError as exc:
-                    raise ConfigurationError(str(exc)) from None
+        if settings.run_retention is not None:
+            retention[RUN] = settings.run_retention
+        if settings.item_retention is not None:
+            retention[ITEM] = settings.item_retention
         options: dict[str, Any] = {
-            "firestore_emulator_host": env.get("FIRESTORE_EMULATOR_HOST") or None,
-            "pubsub_emulator_host": pubsub_host,
-            "topic": env.get("CRONWARDEN_GCP_TOPIC") or DEFAULT_TOPIC,
-            "subscription": env.get("CRONWARDEN_GCP_SUBSCRIPTION") or DEFAULT_SUBSCRIPTION,
-            "dead_letter_topic": env.get("CRONWARDEN_GCP_DEAD_LETTER_TOPIC") or None,
-            "dead_letter_subscription": env.get("CRONWARDEN_GCP_DEAD_LETTER_SUBSCRIPTION") or None,
-            "max_deliveries": _int(env, "CRONWARDEN_GCP_MAX_DELIVERIES", MIN_DELIVERIES),
-            "ack_deadline": _int(env, "CRONWARDEN_GCP_ACK_DEADLINE", 60),
-            "create_missing": _flag(create) if create is not None else pubsub_host is not None,
-            "database": env.get("CRONWARDEN_FIRESTORE_DATABASE") or "(default)",
-            "collection_prefix": env.get("CRONWARDEN_FIRESTORE_PREFIX") or DEFAULT_PREFIX,
+            "firestore_emulator_host": settings.firestore_emulator_host or None,
+            "pubsub_emulator_host": settings.pubsub_emulator_host or None,
+            "topic": settings.topic,
+            "subscription": settings.subscription,
+            "dead_letter_topic": settings.dead_letter_topic or None,
+            "dead_letter_subscription": settings.dead_letter_subscription or None,
+            "max_deliveries": settings.max_deliveries,
+            "ack_deadline": settings.ack_deadline,
+            "create_missing": settings.creates_missing,
+            "database": settings.database,
+            "collection_prefix": settings.collection_prefix,
             "retention": retention,
-            "credentials": _federation_from_env(env),
+            "credentials": _federation_from(settings, env),
         }
         options.update(overrides)
         return cls(project, **options)

@@ -12,18 +12,20 @@ record's.) :func:`parse_envelope` turns the body into a :class:`~cronwarden.port
 whose ``handle`` is a :class:`PushReceipt`.
 
 A push subscriber has no ack / nack / dead-letter call: the HTTP status settles the message.
-:class:`PushQueue` is the :class:`~cronwarden.ports.Queue` a core :class:`~cronwarden.Worker`
-settles through, so the worker's parse / execute / settle logic is reused unchanged:
+:func:`push_reply` applies the worker's :class:`~cronwarden.settlement.Verdict`:
 
 =================  ========================================================================
-``ack``            receipt status 204: Pub/Sub drops the message
-``retry(delay)``   receipt status 503: Pub/Sub redelivers after the subscription's
-                   retryPolicy backoff (``delay`` is advisory: push cannot choose it)
-``dead_letter``    publish to the dead-letter topic with the reason attributes, then 204;
+ACK                status 204: Pub/Sub drops the message
+POSTPONE           publish a fresh copy (not counted as a delivery attempt), then 204; if
+                   that publish fails, 503
+RETRY              status 503: Pub/Sub redelivers after the subscription's retryPolicy
+                   backoff (the verdict's delay is advisory: push cannot choose it)
+DEAD_LETTER        publish to the dead-letter topic with the reason attributes, then 204;
                    if that publish fails the status is 503 (redelivered, never dropped)
-``extend``         nothing: a push delivery's deadline is the subscription's ackDeadline
-                   (at most 600 s); runs longer than that need the pull worker
 =================  ========================================================================
+
+There is no lease extension on push: a push delivery's deadline is the subscription's
+ackDeadline (at most 600 s); runs longer than that need the pull worker.
 """
 
 from __future__ import annotations
@@ -36,11 +38,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from cronwarden.logs import get_logger
-from cronwarden.ports import DeadLetter, Delivery, Queue
+from cronwarden.ports import DeadLetter, Delivery
 from cronwarden.redaction import redact
+from cronwarden.settlement import Action, Verdict, republish
 
 from .queue import NOT_BEFORE_ATTRIBUTE, PubSubQueue
 
@@ -55,13 +58,43 @@ class MalformedEnvelope(ValueError):
     """The request body is not a Pub/Sub push envelope (no message to settle or dead-letter)."""
 
 
+class DeadLetterPublisher(Protocol):
+    """What applying a push verdict needs from the topic's queue (a :class:`PubSubQueue`)."""
+
+    def publish(
+        self,
+        body: bytes,
+        *,
+        attributes: Mapping[str, str] | None = None,
+        dedup_id: str | None = None,
+        delay: float = 0.0,
+    ) -> None: ...
+
+    def publish_dead_letter(
+        self, delivery: Delivery, reason: str, description: str = ""
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class PushReply:
+    """How one push delivery is answered: the HTTP status, and what it means."""
+
+    status: int
+    verdict: str  #: ack | postpone | retry | dead_letter
+    reason: str = ""  #: the dead-letter reason
+    delay: float = 0.0  #: the worker's wish for the retry delay (advisory on push)
+
+
 @dataclass
 class PushReceipt:
-    """How one push delivery was settled: the HTTP status to answer with, and why."""
+    """The push-specific part of a delivery (``Delivery.handle``): where it came from.
+
+    ``status`` … ``reason`` are kept for the deprecated :class:`PushQueue` shim only; hosts use
+    the :class:`PushReply` that :func:`push_reply` returns."""
 
     status: int | None = None
     verdict: str = ""  #: ack | retry | dead_letter
-    delay: float = 0.0  #: the engine's wish for the retry delay (advisory on push)
+    delay: float = 0.0
     reason: str = ""
     subscription: str = ""
     publish_time: datetime | None = None
@@ -148,20 +181,43 @@ def not_before(delivery: Delivery) -> float:
     return max(0.0, due - time.time())
 
 
+def push_reply(verdict: Verdict, delivery: Delivery, topic: DeadLetterPublisher) -> PushReply:
+    """Apply ``verdict`` to a push delivery: the publishes it needs on ``topic``, and the
+    status to answer with (see the module docs). Never drops a message: a publish that fails
+    turns into a 503."""
+    action = verdict.action
+    if action is Action.ACK:
+        return PushReply(ACK_STATUS, "ack")
+    if action is Action.POSTPONE:
+        if republish(topic, delivery, verdict.delay):
+            return PushReply(ACK_STATUS, "postpone", delay=verdict.delay)
+        return PushReply(RETRY_STATUS, "retry", delay=verdict.delay)
+    if action is Action.RETRY:
+        return PushReply(RETRY_STATUS, "retry", delay=verdict.delay)
+    try:
+        topic.publish_dead_letter(delivery, verdict.reason, verdict.detail)
+    except Exception as exc:  # never drop: let Pub/Sub redeliver (and dead-letter) it
+        log.error(
+            "could not publish %s to the dead-letter topic: %s; it will be redelivered",
+            delivery.message_id,
+            redact(f"{type(exc).__name__}: {exc}"),
+            extra={"event": "worker.error", "message_id": delivery.message_id},
+        )
+        return PushReply(RETRY_STATUS, "retry", reason=verdict.reason)
+    return PushReply(ACK_STATUS, "dead_letter", reason=verdict.reason)
+
+
 def receipt_of(delivery: Delivery) -> PushReceipt:
+    """Deprecated: the :class:`PushReceipt` of a push delivery (its ``handle``)."""
     handle = delivery.handle
     if not isinstance(handle, PushReceipt):
         raise TypeError("not a push delivery (parse it with parse_envelope)")
     return handle
 
 
-class PushQueue(Queue):
-    """The :class:`~cronwarden.ports.Queue` a core ``Worker`` settles push deliveries through.
-
-    Settling records the HTTP status on the delivery's :class:`PushReceipt` (thread-safe: one
-    instance serves concurrent requests). Publishing, dead letters and the DLQ calls go to
-    ``inner``, the :class:`PubSubQueue` of the same topic.
-    """
+class PushQueue:
+    """Deprecated shim (not a :class:`~cronwarden.ports.Queue`): records :func:`push_reply`'s
+    answer on each delivery's :class:`PushReceipt`. Hosts call :func:`push_reply` directly."""
 
     def __init__(self, inner: PubSubQueue) -> None:
         self.inner = inner
@@ -176,34 +232,22 @@ class PushQueue(Queue):
     ) -> None:
         self.inner.publish(body, attributes=attributes, dedup_id=dedup_id, delay=delay)
 
-    def receive(
-        self, max_messages: int = 1, *, visibility: float = 60.0, wait: float = 0.0
-    ) -> list[Delivery]:
-        raise NotImplementedError("push deliveries arrive over HTTP; there is nothing to pull")
+    def _apply(self, delivery: Delivery, verdict: Verdict) -> None:
+        receipt = receipt_of(delivery)
+        reply = push_reply(verdict, delivery, self.inner)
+        receipt.settle(reply.status, reply.verdict, delay=reply.delay, reason=reply.reason)
 
     def ack(self, delivery: Delivery) -> None:
-        receipt_of(delivery).settle(ACK_STATUS, "ack")
+        self._apply(delivery, Verdict.ack())
 
     def retry(self, delivery: Delivery, delay: float) -> None:
-        receipt_of(delivery).settle(RETRY_STATUS, "retry", delay=delay)
+        self._apply(delivery, Verdict.retry(delay))
 
     def extend(self, delivery: Delivery, visibility: float) -> None:
         """Nothing to do: the subscription's ackDeadline (≤ 600 s) bounds a push delivery."""
 
     def dead_letter(self, delivery: Delivery, reason: str, description: str = "") -> None:
-        receipt = receipt_of(delivery)
-        try:
-            self.inner.publish_dead_letter(delivery, reason, description)
-        except Exception as exc:  # never drop: let Pub/Sub redeliver (and dead-letter) it
-            log.error(
-                "could not publish %s to the dead-letter topic: %s; it will be redelivered",
-                delivery.message_id,
-                redact(f"{type(exc).__name__}: {exc}"),
-                extra={"event": "worker.error", "message_id": delivery.message_id},
-            )
-            receipt.settle(RETRY_STATUS, "retry", reason=reason)
-            return
-        receipt.settle(ACK_STATUS, "dead_letter", reason=reason)
+        self._apply(delivery, Verdict.dead_letter(reason, description))
 
     def dlq_depth(self) -> int:
         return self.inner.dlq_depth()
@@ -221,10 +265,13 @@ class PushQueue(Queue):
 __all__ = [
     "ACK_STATUS",
     "RETRY_STATUS",
+    "DeadLetterPublisher",
     "MalformedEnvelope",
     "PushQueue",
     "PushReceipt",
+    "PushReply",
     "not_before",
     "parse_envelope",
+    "push_reply",
     "receipt_of",
 ]

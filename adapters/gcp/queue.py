@@ -53,7 +53,14 @@ from typing import Any, cast
 from urllib.parse import urlencode
 
 from cronwarden.errors import ConfigurationError
-from cronwarden.ports import REASON_ATTRIBUTE, REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue
+from cronwarden.ports import (
+    REASON_ATTRIBUTE,
+    REDRIVE_ATTRIBUTE,
+    DeadLetter,
+    Delivery,
+    Queue,
+    QueueCapabilities,
+)
 
 from ._clients import grpc_module, pubsub_clients
 from ._keeper import DeadlineKeeper
@@ -163,6 +170,8 @@ class PubSubQueue(Queue):
         if not project:
             raise ConfigurationError("PubSubQueue needs a project id")
         self.max_deliveries = validate_max_deliveries(max_deliveries)
+        # No publish-side dedup (the claim dedupes); a delay is a cw-not-before attribute.
+        self.capabilities = QueueCapabilities(dedup=False, max_deliveries=self.max_deliveries)
         if not 1 <= max_visibility <= MAX_ACK_DEADLINE:
             raise ConfigurationError(f"max_visibility must be 1..600 seconds, got {max_visibility}")
         if not 10 <= ack_deadline <= MAX_ACK_DEADLINE:

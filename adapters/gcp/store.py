@@ -45,7 +45,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from cronwarden.errors import CommitConflict, StoreUnavailable
+from cronwarden.errors import CommitConflict, CommitOutcomeUnknown, StoreUnavailable
 from cronwarden.ports import (
     ITEM,
     RUN,
@@ -56,6 +56,7 @@ from cronwarden.ports import (
     Op,
     Record,
     Store,
+    StoreCapabilities,
     Update,
     Version,
 )
@@ -99,6 +100,26 @@ def _unavailable() -> tuple[type[Exception], ...]:
     )
 
 
+_NOT_SENT = ("connect", "connection refused", "name resolution", "dns")
+
+
+def _commit_failure(exc: Exception) -> StoreUnavailable:
+    """The port's error for a commit that failed without a refusal: ``StoreUnavailable`` when
+    Firestore cannot have applied it (contention abort, quota, connection never made),
+    ``CommitOutcomeUnknown`` when the request may have landed (deadline exceeded, internal
+    error, a stream cut after sending)."""
+    from google.api_core import exceptions as gexc
+
+    text = str(exc)
+    if isinstance(exc, gexc.Aborted | gexc.ResourceExhausted):
+        return StoreUnavailable(f"firestore commit not applied: {text}")
+    if isinstance(exc, gexc.ServiceUnavailable) and any(
+        marker in text.lower() for marker in _NOT_SENT
+    ):
+        return StoreUnavailable(f"firestore unreachable, commit not applied: {text}")
+    return CommitOutcomeUnknown(f"firestore commit outcome unknown: {text}")
+
+
 def _version(timestamp: Any) -> str:
     """Opaque version text of a Firestore ``update_time``."""
     return str(timestamp.rfc3339())
@@ -113,7 +134,7 @@ class FirestoreStore(Store):
     ``client`` injects a ready one. Thread-safe.
     """
 
-    max_commit_ops = 500  #: Firestore's limit of writes per commit
+    capabilities = StoreCapabilities(max_commit_ops=500)  #: 500: Firestore's writes per commit
 
     def __init__(
         self,
@@ -240,11 +261,6 @@ class FirestoreStore(Store):
     def _commit(self, ops: list[Op]) -> list[Version]:
         from google.api_core import exceptions as gexc
 
-        seen: set[Key] = set()
-        for op in ops:
-            if op.key in seen:
-                raise ValueError(f"a commit may touch each record once; {op.key} appears twice")
-            seen.add(op.key)
         batch = self.client.batch()
         for op in ops:
             self._add(batch, op)
@@ -261,7 +277,7 @@ class FirestoreStore(Store):
             ) from exc
         except _unavailable() as exc:
             # Not retried here: a commit that did land would then look like a conflict.
-            raise StoreUnavailable(f"firestore commit outcome unknown: {exc}") from exc
+            raise _commit_failure(exc) from exc
         return [
             None if isinstance(op, Delete) else _version(result.update_time)
             for op, result in zip(ops, results, strict=True)
@@ -307,10 +323,7 @@ class FirestoreStore(Store):
         from google.cloud import firestore
         from google.cloud.firestore_v1.field_path import FieldPath
 
-        groups = (set(op.fields), set(op.increments), set(op.maximums))
-        names = set().union(*groups)
-        if sum(len(g) for g in groups) != len(names):
-            raise ValueError("a Merge may name each field once (fields, increments, maximums)")
+        names = {*op.fields, *op.increments, *op.maximums}  # each once: checked by the port
         markers = {LIST_MARKER, MAP_MARKER} & names
         if markers:
             raise ValueError(f"field names {sorted(markers)} are reserved by the Firestore store")
@@ -358,7 +371,7 @@ class FirestoreStore(Store):
     def _first_failing(self, ops: list[Op], candidates: list[int], reason: str) -> int | None:
         if not candidates:
             return None
-        self._count()  # the re-read is a real round trip
+        self._round_trip("read", ops[candidates[0]].key.kind)  # the re-read is a round trip
         refs = [self._ref(ops[i].key) for i in candidates]
         try:
             snapshots = {snap.reference.path: snap for snap in self.client.get_all(refs)}

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
-
 from cronwarden.ports import Provider
 
 from .queue import SQLiteQueue
+from .settings import DEFAULT_MAX_DELIVERIES, DEFAULT_PATH, LocalSettings  # noqa: F401 - old home
 from .store import SQLiteStore
-
-DEFAULT_PATH = os.path.join(".cronwarden", "state.db")
 
 
 class LocalProvider(Provider):
@@ -20,8 +17,10 @@ class LocalProvider(Provider):
 
     name = "local"
 
-    def __init__(self, path: str | None = None, *, max_deliveries: int = 10) -> None:
-        self.path = path or os.environ.get("CRONWARDEN_LOCAL_PATH") or DEFAULT_PATH
+    def __init__(
+        self, path: str | None = None, *, max_deliveries: int = DEFAULT_MAX_DELIVERIES
+    ) -> None:
+        self.path = path or LocalSettings.from_env().path
         self._max_deliveries = max_deliveries
         self._store: SQLiteStore | None = None
         self._queue: SQLiteQueue | None = None

@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from cronwarden.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue
+from cronwarden.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue, QueueCapabilities
 
 from ._db import Database
 
@@ -52,6 +52,7 @@ class SQLiteQueue(Queue):
         self._db = Database(path, _SCHEMA)
         self.max_deliveries = max_deliveries
         self.dedup_window = dedup_window
+        self.capabilities = QueueCapabilities(dedup=True, max_deliveries=max_deliveries)
 
     def publish(
         self,

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
+from collections.abc import Iterator
 from typing import Any
 
-from cronwarden.errors import CommitConflict
-from cronwarden.ports import Create, Delete, Key, Op, Record, Store, Update, Version
+from cronwarden.errors import CommitConflict, StoreUnavailable
+from cronwarden.ports import (
+    Create,
+    Delete,
+    Key,
+    Op,
+    Record,
+    Store,
+    StoreCapabilities,
+    Update,
+    Version,
+    apply_merge,
+)
 
 from ._db import Database
 
@@ -26,16 +39,22 @@ class SQLiteStore(Store):
     """Records in one SQLite table; each commit is one ``BEGIN IMMEDIATE`` transaction.
 
     Versions come from one database-wide counter, so a version never repeats for a key even
-    when the record is deleted and created again (a stale writer can never match).
+    when the record is deleted and created again (a stale writer can never match). A database
+    still locked by another writer after the busy timeout, or a file that cannot be opened,
+    raises :class:`~cronwarden.errors.StoreUnavailable` (the transaction was rolled back).
     """
 
-    max_commit_ops = 10_000
+    capabilities = StoreCapabilities(max_commit_ops=10_000)
 
     def __init__(self, path: str) -> None:
         super().__init__()
         self._db = Database(path, _SCHEMA)
 
     def _get(self, key: Key) -> Record | None:
+        with _unavailable_on_busy():
+            return self._read(key)
+
+    def _read(self, key: Key) -> Record | None:
         row = (
             self._db.connection()
             .execute(
@@ -47,6 +66,10 @@ class SQLiteStore(Store):
         return Record(key, json.loads(row[0]), row[1]) if row else None
 
     def _commit(self, ops: list[Op]) -> list[Version]:
+        with _unavailable_on_busy():
+            return self._write(ops)
+
+    def _write(self, ops: list[Op]) -> list[Version]:
         # The ops touch distinct records of one job (checked by the port), so reading them all
         # first and writing them all after is the same as applying them one by one; it costs a
         # few statements per commit instead of two per op (the ledger commits 200-op batches).
@@ -74,13 +97,7 @@ class SQLiteStore(Store):
                         continue
                     data = dict(op.data)
                 else:
-                    data = json.loads(row[0]) if row else {}
-                    data.update(op.fields)
-                    for name, amount in op.increments.items():
-                        data[name] = int(data.get(name) or 0) + amount
-                    for name, floor in op.maximums.items():
-                        current = data.get(name)
-                        data[name] = floor if current is None else max(int(current), floor)
+                    data = apply_merge(json.loads(row[0]) if row else None, op)
                 writes.append((k.kind, k.job, k.id, json.dumps(data, separators=(",", ":")), clock))
                 versions.append(clock)
             if deletes:
@@ -120,11 +137,27 @@ class SQLiteStore(Store):
         if limit is not None:
             sql.append("LIMIT ?")
             args.append(limit)
-        rows = self._db.connection().execute(" ".join(sql), args).fetchall()
+        with _unavailable_on_busy():
+            rows = self._db.connection().execute(" ".join(sql), args).fetchall()
         return [Record(Key(kind, r[0], r[1]), json.loads(r[2]), r[3]) for r in rows]
 
     def close(self) -> None:
         self._db.close()
+
+
+_UNAVAILABLE = ("database is locked", "database is busy", "unable to open", "disk i/o error")
+
+
+@contextlib.contextmanager
+def _unavailable_on_busy() -> Iterator[None]:
+    """SQLite's "could not get at the file" errors as StoreUnavailable: the transaction was
+    rolled back (or never began), so nothing was applied."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if any(text in str(exc).lower() for text in _UNAVAILABLE):
+            raise StoreUnavailable(f"SQLite store unavailable: {exc}") from exc
+        raise
 
 
 _IN_CHUNK = 500  #: ids per ``IN (...)`` (SQLite allows at least 999 parameters)

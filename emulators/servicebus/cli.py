@@ -17,6 +17,7 @@ from types import FrameType
 import click
 
 from .admin import AdminServer
+from .auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasValidator
 from .config import ConfigError, load_config
 from .server import DEFAULT_MAX_MESSAGE_SIZE, EmulatorServer, connection_string
 
@@ -53,6 +54,23 @@ def _is_loopback(host: str) -> bool:
     show_default=True,
     help="Largest message accepted, in bytes.",
 )
+@click.option(
+    "--key-name",
+    default=DEFAULT_KEY_NAME,
+    show_default=True,
+    help="Shared access key name that SAS tokens must name (skn).",
+)
+@click.option(
+    "--key",
+    default=DEFAULT_KEY,
+    show_default=True,
+    envvar="CRONWARDEN_SERVICEBUS_KEY",
+    show_envvar=True,
+    help="Shared access key that SAS tokens must be signed with.",
+)
+@click.option(
+    "--accept-any-key", is_flag=True, help="Accept any token on $cbs (no SAS signature checks)."
+)
 @click.option("--verbose", "-v", is_flag=True, help="Log links and errors to stderr.")
 def servicebus(
     config_path: str | None,
@@ -61,6 +79,9 @@ def servicebus(
     admin_port: int,
     allow_non_loopback: bool,
     max_message_size: int,
+    key_name: str,
+    key: str,
+    accept_any_key: bool,
     verbose: bool,
 ) -> None:
     """Run the cronwarden Service Bus emulator (AMQP 1.0, in memory)."""
@@ -80,7 +101,10 @@ def servicebus(
     for warning in config.warnings:
         click.echo(f"warning: {warning}", err=True)
 
-    server = EmulatorServer(config, host=host, port=port, max_message_size=max_message_size)
+    sas = SasValidator(keys={key_name: key}, accept_any=accept_any_key)
+    server = EmulatorServer(
+        config, host=host, port=port, max_message_size=max_message_size, sas=sas
+    )
     try:
         server.start()
         admin = AdminServer(server, host, admin_port).start()
@@ -98,7 +122,7 @@ def servicebus(
     queues = ",".join(q.name for q in config.queues.values())
     click.echo(
         f"servicebus emulator ready: amqp={host}:{server.port} admin={admin.url} "
-        f"queues={queues} connection_string={connection_string(host, server.port)}"
+        f"queues={queues} connection_string={connection_string(host, server.port, key_name, key)}"
     )
     sys.stdout.flush()
     while not done.wait(0.5):

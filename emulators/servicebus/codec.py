@@ -112,12 +112,16 @@ def split_sections(buf: bytes) -> list[tuple[int, int, int]]:
         code, value_at = _section_code(buf, pos)
         if not HEADER <= code <= FOOTER:
             raise CodecError(f"unknown message section 0x{code:x}")
-        if code < last or (code == last and code not in (DATA, SEQUENCE)):
-            raise CodecError("message sections out of order")
         end = skip_value(buf, value_at)
         sections.append((code, pos, end))
-        last = code
         pos = end
+        if code == DELIVERY_ANNOTATIONS:
+            # pyamqp writes delivery annotations last (after the footer); they are hop-by-hop
+            # and dropped by the broker, so their position is accepted wherever it is.
+            continue
+        if code < last or (code == last and code not in (DATA, SEQUENCE)):
+            raise CodecError("message sections out of order")
+        last = code
     if not sections:
         raise CodecError("empty message")
     return sections
@@ -168,8 +172,7 @@ def parse_message(raw: bytes) -> ParsedMessage:
     durable = priority = ttl = None
     annotations: dict[Any, Any] = {}
     props = app_props = b""
-    body_start: int | None = None
-    body_end = len(raw)
+    body_parts: list[bytes] = []
     message_id: Any = None
     for code, start, end in sections:
         if code == HEADER:
@@ -186,9 +189,9 @@ def parse_message(raw: bytes) -> ParsedMessage:
             message_id = fields[0] if fields else None
         elif code == APPLICATION_PROPERTIES:
             app_props = raw[start:end]
-        elif code >= DATA and body_start is None:
-            body_start = start
-    if body_start is None:
+        elif code >= DATA:
+            body_parts.append(raw[start:end])  # body sections and the footer
+    if not any(DATA <= code <= VALUE for code, _, _ in sections):
         raise CodecError("message has no body")
     return ParsedMessage(
         durable=bool(durable) if durable is not None else None,
@@ -197,7 +200,7 @@ def parse_message(raw: bytes) -> ParsedMessage:
         annotations=annotations,
         props=props,
         app_props=app_props,
-        body=raw[body_start:body_end],
+        body=b"".join(body_parts),
         message_id=message_id,
     )
 

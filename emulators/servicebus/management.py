@@ -17,6 +17,7 @@ from urllib.parse import urlparse
 from proton import UNDESCRIBED, Array, Data, Message, symbol, timestamp
 
 from . import codec
+from .auth import SasValidator
 from .broker import Broker, BrokerError, SubQueue
 
 log = logging.getLogger(__name__)
@@ -53,17 +54,22 @@ def _uuid(value: Any) -> uuid.UUID:
     return uuid.UUID(str(value))
 
 
-def cbs_response(broker: Broker, request: Message) -> Message:
-    """Answer a CBS ``put-token``: 200, or 404 when the token's audience names no entity.
-
-    Tokens are not verified (the emulator has no secrets) and never logged.
-    """
+def cbs_response(broker: Broker, request: Message, validator: SasValidator) -> Message:
+    """Answer a CBS ``put-token``: 200; 401 when ``validator`` refuses the token (wrong key,
+    expired, not a SAS token); 404 when the token's audience names no entity. Tokens are never
+    logged."""
     props: dict[Any, Any] = request.properties or {}
     operation = props.get("operation")
     audience = str(props.get("name") or "")
     status, description = 200, "OK"
+    refusal = None
+    if operation == "put-token":
+        refusal = validator.check(request.body, audience)
     if operation != "put-token":
         status, description = 400, f"unsupported CBS operation {operation!r}"
+    elif refusal is not None:
+        status, description = 401, refusal
+        log.info("put-token for %s refused: %s", audience, refusal)
     else:
         path = entity_path(audience)
         if path.endswith(MGMT_SUFFIX):

@@ -13,6 +13,11 @@ Contracts:
   ``<queue>[/$DeadLetterQueue]`` (send to the queue, receive in peek-lock or
   receive-and-delete). A link to an unknown entity is attached and then detached with
   ``amqp:not-found``; the CBS put-token for it already answered 404, as Service Bus does.
+* Every AMQP error the emulator sends carries an ``info`` map (see :func:`error_condition`).
+* Each connection's incoming bytes pass through :class:`~.wire.DeliveryIdRepair` before proton
+  reads them (duplicate delivery-ids from concurrent SDK senders; frames after a session end).
+* A transfer larger than ``max_message_size`` is rejected with
+  ``amqp:link:message-size-exceeded``; its bytes are counted, not kept.
 * Peek-lock deliveries carry the lock token as delivery tag (UUID, little-endian bytes). The
   client's unsettled disposition is answered with a settled disposition echoing the outcome
   applied, or ``rejected`` with ``com.microsoft:message-lock-lost`` when the lock is gone.
@@ -30,13 +35,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from proton import Condition, Delivery, Endpoint, Handler, Link, Message, Session
+from proton import Condition, Delivery, Endpoint, Handler, Link, Message, Session, symbol
+from proton.handlers import IOHandler
 from proton.reactor import Container
 
 from . import codec
+from .auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasValidator
 from .broker import Broker, BrokerError
 from .config import EmulatorConfig
 from .management import MGMT_SUFFIX, cbs_response, entity_path, management_response
+from .websocket import WebSocketServer, looks_like_http
+from .wire import DeliveryIdRepair
 
 log = logging.getLogger("cronwarden.emulators.servicebus")
 
@@ -81,8 +90,18 @@ def _has_session_filter(link: Link) -> bool:
     )
 
 
+def error_condition(name: str, description: str) -> Condition:
+    """An AMQP error with an ``info`` map, as Service Bus sends them.
+
+    The SDK (pyamqp) reads the third field of every error unconditionally; without it the
+    error handling callback fails and the pending operation hangs instead of raising.
+    """
+    info = {symbol("com.microsoft:tracking-id"): str(uuid.uuid4())}
+    return Condition(name, description, cast(Any, info))
+
+
 def _close_link(link: Link, condition: str, description: str) -> None:
-    link.condition = Condition(condition, description)
+    link.condition = error_condition(condition, description)
     link.close()
 
 
@@ -282,13 +301,21 @@ class _Handler(Handler):
         except AttributeError:
             buf = bytearray()
             dlv.cw_buf = buf
+            dlv.cw_size = 0
         if chunk:
-            buf.extend(chunk)
+            dlv.cw_size += len(chunk)
+            if dlv.cw_size <= self.server.max_message_size:
+                buf.extend(chunk)
+            else:
+                buf.clear()  # oversize: count the rest, keep none of it
         if dlv.partial:
             return
         link.advance()
         data = bytes(buf)
         dlv.cw_buf = None
+        if dlv.cw_size > self.server.max_message_size:
+            self._refuse_oversize(link, dlv, dlv.cw_size)
+            return
         outcome = Delivery.ACCEPTED
         try:
             if info is None:
@@ -305,14 +332,14 @@ class _Handler(Handler):
                 self._respond(link, info, request)
         except codec.CodecError as exc:
             outcome = Delivery.REJECTED
-            dlv.local.condition = Condition("amqp:decode-error", str(exc))
+            dlv.local.condition = error_condition("amqp:decode-error", str(exc))
         except BrokerError as exc:
             outcome = Delivery.REJECTED
-            dlv.local.condition = Condition(exc.condition, exc.description)
+            dlv.local.condition = error_condition(exc.condition, exc.description)
         except Exception as exc:
             if type(exc).__name__ in ("DecodeError", "MessageException"):
                 outcome = Delivery.REJECTED
-                dlv.local.condition = Condition("amqp:decode-error", "undecodable message")
+                dlv.local.condition = error_condition("amqp:decode-error", "undecodable message")
             else:
                 raise
         if not dlv.settled:
@@ -320,9 +347,23 @@ class _Handler(Handler):
             dlv.settle()
         link.flow(1)
 
+    def _refuse_oversize(self, link: Link, dlv: Delivery, size: int) -> None:
+        """Reject the delivery with ``amqp:link:message-size-exceeded`` (the SDK raises
+        ``MessageSizeExceededError``). Service Bus detaches the link as well; with pyamqp that
+        races the rejection and the SDK then retries until its timeout, so the link stays."""
+        limit = self.server.max_message_size
+        description = (
+            f"The received message (size: {size} bytes) exceeds the limit ({limit} bytes) "
+            "currently allowed on the link."
+        )
+        dlv.local.condition = error_condition("amqp:link:message-size-exceeded", description)
+        dlv.update(Delivery.REJECTED)
+        dlv.settle()
+        link.flow(1)
+
     def _respond(self, link: Link, info: _LinkInfo, request: Message) -> None:
         if info.kind == _CBS:
-            response = cbs_response(self.broker, request)
+            response = cbs_response(self.broker, request, self.server.sas)
         else:
             response = management_response(self.broker, info.path, request)
             self.pump(info.key)
@@ -433,7 +474,7 @@ class _Handler(Handler):
                     dlv.local.undeliverable = dlv.remote.undeliverable
                 dlv.update(state)
             else:
-                dlv.local.condition = Condition(failure.condition, failure.description)
+                dlv.local.condition = error_condition(failure.condition, failure.description)
                 dlv.update(Delivery.REJECTED)
         dlv.settle()
         self.pump(info.key)
@@ -467,6 +508,114 @@ class _Handler(Handler):
         container.stop()
 
 
+class _RepairingIOHandler(IOHandler):
+    """proton's socket I/O, with two additions per connection: the incoming AMQP bytes pass
+    through :class:`~.wire.DeliveryIdRepair` before the transport reads them, and a connection
+    that opens with an HTTP ``GET`` speaks AMQP over WebSockets (:mod:`.websocket`)."""
+
+    #: Read this much less than the transport can take: a repaired frame may grow a little.
+    SLACK = 1024
+
+    def on_selectable_readable(self, event: Any) -> None:
+        s = event.selectable
+        t = s._transport
+        if not t:
+            return
+        if getattr(s, "cw_repair", None) is None:
+            s.cw_repair = DeliveryIdRepair()
+            s.cw_backlog = b""
+            s.cw_out = b""
+            s.cw_prefix = b""
+            s.cw_ws = None
+            s.cw_mode = None
+        self._push(t, s)
+        capacity = t.capacity()
+        if capacity > 0 and not s.cw_backlog:
+            try:
+                data = s.recv(capacity - self.SLACK if capacity > 2 * self.SLACK else capacity)
+            except OSError as exc:
+                log.info("could not read from a client: %r", exc)
+                t.close_tail()
+            else:
+                if not data:
+                    self.on_selectable_error(event)
+                    return
+                self._incoming(t, s, data)
+        self.update(t, s, s._reactor.now)
+
+    def _incoming(self, t: Any, s: Any, data: bytes) -> None:
+        if s.cw_mode is None:
+            s.cw_prefix += data
+            http = looks_like_http(s.cw_prefix)
+            if http is None:
+                return
+            data, s.cw_prefix = s.cw_prefix, b""
+            s.cw_mode = "ws" if http else "amqp"
+            if http:
+                s.cw_ws = WebSocketServer()
+        if s.cw_mode == "ws":
+            data, reply = s.cw_ws.feed(data)
+            s.cw_out += reply
+            if s.cw_ws.closed:
+                t.close_tail()
+        if data:
+            s.cw_backlog = s.cw_repair.feed(data)
+            self._push(t, s)
+
+    def on_selectable_writable(self, event: Any) -> None:
+        s = event.selectable
+        t = s._transport
+        if getattr(s, "cw_mode", None) != "ws" and not getattr(s, "cw_out", b""):
+            super().on_selectable_writable(event)
+            return
+        if not t:
+            return
+        pending = t.pending()
+        if pending > 0 and s.cw_ws is not None and s.cw_ws.open:
+            data = t.peek(pending)
+            t.pop(len(data))
+            s.cw_out += WebSocketServer.wrap(data)
+        if s.cw_out:
+            try:
+                sent = s.send(s.cw_out)
+            except OSError as exc:
+                log.info("could not write to a client: %r", exc)
+                t.close_head()
+            else:
+                s.cw_out = s.cw_out[sent:]
+        self.update(t, s, s._reactor.now)
+
+    @staticmethod
+    def _push(t: Any, s: Any) -> None:
+        backlog: bytes = getattr(s, "cw_backlog", b"")
+        if backlog:
+            room = t.capacity()
+            if room > 0:
+                t.push(backlog[:room])
+                s.cw_backlog = backlog[room:]
+
+    @staticmethod
+    def update(transport: Any, selectable: Any, now: float) -> None:
+        """As proton's, but bytes held back (a frame completed by the last read can exceed the
+        transport's free space) are pushed first, and while any remain the selectable expires
+        at once, so they reach proton without waiting for the client to send more. Bytes
+        waiting to go out on a WebSocket keep the selectable writing."""
+        if getattr(selectable, "cw_backlog", b"") and not selectable.is_terminal:
+            _RepairingIOHandler._push(transport, selectable)
+        IOHandler.update(transport, selectable, now)
+        if selectable.is_terminal:
+            return
+        changed = False
+        if getattr(selectable, "cw_backlog", b""):
+            selectable.deadline = now
+            changed = True
+        if getattr(selectable, "cw_out", b"") and not selectable.writing:
+            selectable.writing = True
+            changed = True
+        if changed:
+            selectable.update()
+
+
 class EmulatorServer:
     """The Service Bus emulator: AMQP on ``host:port``.
 
@@ -482,8 +631,10 @@ class EmulatorServer:
         host: str = "127.0.0.1",
         port: int = 5672,
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        sas: SasValidator | None = None,
     ) -> None:
         self.config = config
+        self.sas = sas if sas is not None else SasValidator()
         self.broker = Broker(config)
         self.host = host
         self.port = port
@@ -496,11 +647,13 @@ class EmulatorServer:
         self._thread: threading.Thread | None = None
         self._acceptor: Any = None
         self._error: BaseException | None = None
+        self._handler: _Handler | None = None
 
     def run(self) -> None:
-        handler = _Handler(self)
+        handler = self._handler = _Handler(self)
         container = Container(handler)
         container.container_id = "cronwarden-servicebus-emulator"
+        container.global_handler = _RepairingIOHandler()
         try:
             self._acceptor = container.listen(f"{self.host}:{self.port}")
             sock = self._acceptor._selectable._delegate
@@ -539,6 +692,10 @@ class EmulatorServer:
         self._calls.put((fn, future))
         return future.result(timeout)
 
+    def open_links(self) -> int:
+        """How many client links are attached right now (for tests and tooling)."""
+        return self.call(lambda: len(self._handler.links) if self._handler else 0)
+
     def _run_calls(self) -> None:
         while True:
             try:
@@ -552,12 +709,15 @@ class EmulatorServer:
 
     @property
     def connection_string(self) -> str:
-        return connection_string(self.host, self.port)
+        name, key = next(iter(self.sas.keys.items()), (DEFAULT_KEY_NAME, DEFAULT_KEY))
+        return connection_string(self.host, self.port, name, key)
 
 
-def connection_string(host: str, port: int) -> str:
-    """The connection string for the SDK (the key is the emulator's well-known dummy)."""
+def connection_string(
+    host: str, port: int, key_name: str = DEFAULT_KEY_NAME, key: str = DEFAULT_KEY
+) -> str:
+    """The connection string for the SDK (by default with the emulator's well-known dummy key)."""
     return (
-        f"Endpoint=sb://{host}:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
-        "SharedAccessKey=SAS_KEY_VALUE;UseDevelopmentEmulator=true"
+        f"Endpoint=sb://{host}:{port};SharedAccessKeyName={key_name};"
+        f"SharedAccessKey={key};UseDevelopmentEmulator=true"
     )

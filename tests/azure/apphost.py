@@ -1,5 +1,5 @@
 """Building the Azure function app against Azurite + the Service Bus emulator, hosted in-process
-by ``cronwarden.adapters.azure.host.LocalHost`` (the Functions host's stand-in)."""
+by ``cronwarden.emulators.azure_functions.host.LocalHost`` (the Functions host's stand-in)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Any
 from cronwarden import JobSet
 from cronwarden.adapters.azure import AzureProvider, ServiceBusQueue, TableStore
 from cronwarden.adapters.azure.functions import AzureRuntime, build_app, runtime_of
-from cronwarden.adapters.azure.host import LocalHost
+from cronwarden.adapters.azure.settings import SERVICEBUS_BINDING_CONNECTION, AzureSettings
+from cronwarden.emulators.azure_functions.host import LocalHost
 from cronwarden.emulators.azurite import Azurite
 from tests.support.harness import FakeClock
 
@@ -75,9 +76,10 @@ def deployed(
         max_deliveries=max_deliveries,
     )
     clock = FakeClock(start)
-    app_env = {"CRONWARDEN_SERVICEBUS_QUEUE": queue_name, **(env or {})}
+    app_env = {**AzureSettings(queue=queue_name).to_env(), **(env or {})}
     app = build_app(jobs, provider=provider, env=app_env, clock=clock)
-    host = LocalHost(app, env={"ServiceBusConnection": servicebus.connection_string}, clock=clock)
+    binding = {SERVICEBUS_BINDING_CONNECTION: servicebus.connection_string}
+    host = LocalHost(app, env=binding, clock=clock)
     try:
         yield Deployed(app, host, provider, queue_name, clock)
     finally:

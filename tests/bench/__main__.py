@@ -61,7 +61,7 @@ def _run(emulators: Emulators, section: str, stores: list[str], quick: bool) -> 
     if section == "brokers":
         return brokers.measure(
             emulators,
-            ["servicebus", "pubsub"],
+            ["servicebus", "pubsub", *(["postgres"] if "postgres" in stores else [])],
             messages=200 if quick else brokers.MESSAGES,
             repeats=1 if quick else brokers.REPEATS,
         )

@@ -6,6 +6,8 @@
 * **Pub/Sub** (the official emulator, through the plain GAPIC clients our adapter uses):
   ``publish`` of 1 or 100 messages per RPC, then synchronous ``pull`` of up to the batch size +
   one ``acknowledge`` per pull.
+* **Postgres** (a private server, through the adapter): one ``publish`` per message (batch size
+  applies to ``receive``), then ``receive`` of up to the batch size + one ``ack`` per message.
 """
 
 from __future__ import annotations
@@ -76,6 +78,37 @@ def _servicebus_run(emulator: Any, messages: int, batch: int, size: int) -> dict
         emulator.delete_queue(queue)
 
 
+def _postgres_run(settings: Any, messages: int, batch: int, size: int) -> dict[str, float]:
+    """The Postgres queue adapter itself (one statement per publish, receive and ack)."""
+    from cronwarden.adapters.postgres import PostgresQueue
+
+    queue = PostgresQueue(settings)
+    body = b"x" * size
+    try:
+        queue.publish(body)  # warm-up: pool, schema
+        started = time.perf_counter()
+        for _ in range(messages):
+            queue.publish(body)
+        send_s = time.perf_counter() - started
+        received = 0
+        started = time.perf_counter()
+        while received < messages + 1:
+            got = queue.receive(batch, visibility=60, wait=1.0)
+            if not got:
+                break
+            for delivery in got:
+                queue.ack(delivery)
+            received += len(got)
+        recv_s = time.perf_counter() - started
+    finally:
+        queue.close()
+    return {
+        "send_per_s": messages / send_s,
+        "receive_complete_per_s": received / recv_s,
+        "end_to_end_per_s": messages / (send_s + recv_s),
+    }
+
+
 def measure(
     emulators: Emulators,
     brokers: list[str],
@@ -86,6 +119,7 @@ def measure(
     runners = {
         "servicebus": (_servicebus_run, emulators.servicebus),
         "pubsub": (_pubsub_run, emulators.pubsub),
+        "postgres": (_postgres_run, emulators.postgres_settings),
     }
     results: dict[str, Any] = {}
     for name in brokers:

@@ -1,5 +1,6 @@
-"""Store round trips per run, counted (``Store.round_trips``), against the budget of DESIGN §3:
-2 per happy-path run (claim, complete) + 1 per lease renewal + 1 per ledger batch.
+"""Store round trips per run, counted (``Store.round_trips``), against the budget in
+docs/protocol.md ("Round trips"): 2 per happy-path run (claim, complete) + 1 per lease renewal
++ 1 per ledger batch.
 
 Scenarios: the scheduled run of a daily job's current window (the happy path), with a ledger,
 with forced lease renewals; and a catch-up run of a past window (the engine then raises the

@@ -2,7 +2,8 @@
 
 Every emulator listens on a free 127.0.0.1 port; :meth:`Emulators.close` stops them all, also
 when a measurement fails. Stores are handed out fresh: SQLite in a new file, Firestore in a new
-project id, Table Storage in a new table, so measurements never see each other's records.
+project id, Table Storage in a new table, Postgres in a new schema on a private server (the
+distribution's binaries), so measurements never see each other's records.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from cronwarden.ports import Store
 
-STORES = ("sqlite", "firestore", "table", "dynamodb")
+STORES = ("sqlite", "firestore", "table", "dynamodb", "postgres")
 
 
 class Unavailable(RuntimeError):
@@ -35,6 +36,7 @@ class Emulators:
         self._azurite: Any = None
         self._servicebus: Any = None
         self._moto: Any = None
+        self._postgres: Any = None
         self.startup_s: dict[str, float] = {}
         self._closers: list[Callable[[], None]] = []
 
@@ -124,6 +126,33 @@ class Emulators:
                     os.environ.setdefault(name, value)
         return self._moto
 
+    def postgres(self) -> Any:
+        """A private PostgreSQL server (``.dsn``), or ``$CRONWARDEN_TEST_POSTGRES_DSN``'s."""
+        if self._postgres is None:
+            from cronwarden.emulators.postgres import PostgresServer, missing_reason
+            from cronwarden.emulators.postgres.pytest_plugin import DSN_ENV, ExternalServer
+
+            if os.environ.get(DSN_ENV):
+                self._postgres = ExternalServer(os.environ[DSN_ENV])
+                return self._postgres
+            reason = missing_reason()
+            if reason:
+                raise Unavailable(reason)
+            self._postgres = self._started(
+                "postgres", lambda: PostgresServer().start(), lambda s: s.stop()
+            )
+        return self._postgres
+
+    def postgres_settings(self) -> Any:
+        """Settings for a fresh schema on :meth:`postgres` (dropped when the bench ends)."""
+        from cronwarden.adapters.postgres import PostgresSettings
+        from cronwarden.emulators.postgres.pytest_plugin import drop_schema
+
+        dsn = self.postgres().dsn
+        schema = f"bench_{uuid.uuid4().hex[:10]}"
+        self._closers.append(lambda: drop_schema(dsn, schema))
+        return PostgresSettings(dsn=dsn, schema=schema, expire_every=0)
+
     # -- fresh stores -----------------------------------------------------------------------
     @contextlib.contextmanager
     def store(self, name: str) -> Iterator[Store]:
@@ -148,6 +177,10 @@ class Emulators:
             from cronwarden.adapters.aws import DynamoStore
 
             store = DynamoStore.from_settings(self.moto().settings())
+        elif name == "postgres":
+            from cronwarden.adapters.postgres import PostgresStore
+
+            store = PostgresStore(self.postgres_settings())
         else:
             raise ValueError(f"unknown store {name!r}")
         try:

@@ -5,7 +5,7 @@
   function → run-request topic → push → the ``worker`` function → the handler; both functions
   are the rendered ``main.py`` (``make_functions``) served by functions-framework's
   ``create_app`` on a loopback werkzeug server, exactly as ``tests/gcp`` host them;
-* **azure**: the app from ``build_app`` hosted by ``cronwarden.adapters.azure.host.LocalHost``:
+* **azure**: the app from ``build_app`` hosted by the Functions host stand-in (``LocalHost``):
   the job's timer function → Service Bus emulator → the worker function → the handler.
 
 Each sample is a distinct job (distinct run key), fired one at a time; the clock is
@@ -100,17 +100,18 @@ def measure_gcp(emulators: Emulators, samples: int = SAMPLES) -> dict[str, Any]:
 
     pubsub, firestore = emulators.pubsub(), emulators.firestore()
     project = fresh_project()
-    env = {
-        "CRONWARDEN_PROVIDER": "gcp",
-        "CRONWARDEN_GCP_PROJECT": project,
-        "PUBSUB_EMULATOR_HOST": pubsub.address,
-        "FIRESTORE_EMULATOR_HOST": firestore.address,
-        "CRONWARDEN_GCP_TOPIC": "cronwarden-runs",
-        "CRONWARDEN_GCP_SUBSCRIPTION": "cronwarden-worker",
-        "CRONWARDEN_GCP_DEAD_LETTER_TOPIC": "cronwarden-runs-dead-letter",
-        "CRONWARDEN_GCP_DEAD_LETTER_SUBSCRIPTION": "cronwarden-worker-dead-letter",
-        "CRONWARDEN_GCP_CREATE_MISSING": "false",
-    }
+    from cronwarden.adapters.gcp.settings import GcpSettings
+    from cronwarden.hosting import HostSettings
+
+    gcp = GcpSettings(
+        project=project,
+        pubsub_emulator_host=pubsub.address,
+        firestore_emulator_host=firestore.address,
+        dead_letter_topic="cronwarden-runs-dead-letter",
+        dead_letter_subscription="cronwarden-worker-dead-letter",
+        create_missing=False,
+    )
+    env = {**HostSettings(provider="gcp").to_env(), **gcp.to_env()}
     lj.reset()
     folder = tempfile.mkdtemp(dir=emulators.workdir)
     with open(os.path.join(folder, "main.py"), "w") as handle:
@@ -182,7 +183,7 @@ def measure_azure(emulators: Emulators, samples: int = SAMPLES) -> dict[str, Any
     try:
         from cronwarden.adapters.azure import AzureProvider
         from cronwarden.adapters.azure.functions import build_app, timer_function_name
-        from cronwarden.adapters.azure.host import LocalHost
+        from cronwarden.emulators.azure_functions.host import LocalHost
     except ImportError as exc:
         return {"skipped": f"the Azure function app is not available: {exc}"}
 
@@ -198,8 +199,10 @@ def measure_azure(emulators: Emulators, samples: int = SAMPLES) -> dict[str, Any
         max_deliveries=10,
     )
     lj.reset()
-    app = build_app(lj.JOBS, provider=provider, env={"CRONWARDEN_SERVICEBUS_QUEUE": queue_name})
-    host = LocalHost(app, env={"ServiceBusConnection": servicebus.connection_string})
+    from cronwarden.adapters.azure.settings import SERVICEBUS_BINDING_CONNECTION, AzureSettings
+
+    app = build_app(lj.JOBS, provider=provider, env=AzureSettings(queue=queue_name).to_env())
+    host = LocalHost(app, env={SERVICEBUS_BINDING_CONNECTION: servicebus.connection_string})
     stop = threading.Event()
     thread = threading.Thread(
         target=host.serve, args=(stop,), kwargs={"timers": False, "wait": 1.0}, daemon=True

@@ -27,8 +27,8 @@ from cronwarden.engine import OutcomeKind
 from .emulators import Emulators
 from .stats import summary
 
-ITEMS = {"sqlite": 2000, "firestore": 500, "table": 500, "dynamodb": 500}
-PER_ITEM = {"sqlite": 500, "firestore": 150, "table": 150, "dynamodb": 150}
+ITEMS = {"sqlite": 2000, "firestore": 500, "table": 500, "dynamodb": 500, "postgres": 2000}
+PER_ITEM = {"sqlite": 500, "firestore": 150, "table": 150, "dynamodb": 150, "postgres": 500}
 REPEATS = 5
 
 
@@ -180,11 +180,52 @@ class _Dynamo(_Native):
         pass
 
 
+class _Postgres(_Native):
+    """psycopg on its own connection: a batch is one transaction of one ``executemany`` (sent
+    in pipeline mode), create / update one autocommit statement each."""
+
+    def __init__(self, settings: Any) -> None:
+        import psycopg
+
+        self.conn = psycopg.connect(settings.dsn, autocommit=True)
+        self.table = f'"{settings.schema}".raw_{uuid.uuid4().hex[:6]}'
+        self.conn.execute(
+            f"CREATE TABLE {self.table} (job text NOT NULL, id text NOT NULL, data jsonb NOT "
+            "NULL, version bigint NOT NULL, PRIMARY KEY (job, id))"
+        )
+
+    def batch(self, job: str, ops: list[tuple[str, dict[str, Any]]]) -> None:
+        with self.conn.transaction(), self.conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {self.table} AS r VALUES (%s, %s, %s::jsonb, 1) "
+                "ON CONFLICT (job, id) DO UPDATE SET data = EXCLUDED.data, version = r.version + 1",
+                [(job, k, json.dumps(d, separators=(",", ":"))) for k, d in ops],
+            )
+
+    def create(self, job: str, key: str, data: dict[str, Any]) -> None:
+        self.conn.execute(
+            f"INSERT INTO {self.table} VALUES (%s, %s, %s::jsonb, 1)", (job, key, json.dumps(data))
+        )
+
+    def update(self, job: str, key: str, data: dict[str, Any]) -> None:
+        self.conn.execute(
+            f"UPDATE {self.table} SET data = %s::jsonb, version = version + 1 "
+            "WHERE job = %s AND id = %s",
+            (json.dumps(data), job, key),
+        )
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 def _native(name: str, store: Any, workdir: str) -> _Native:
     if name == "dynamodb":
         return _Dynamo(store)
     if name == "sqlite":
         return _SQLite(store._db.path)
+    if name == "postgres":
+        store.db.ensure_schema()  # the raw table lives in the store's schema
+        return _Postgres(store.settings)
     if name == "firestore":
         return _Firestore(store.client)
     return _Table(store._table)

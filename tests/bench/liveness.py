@@ -55,7 +55,7 @@ def _status(name: str, now: datetime) -> dict[str, Any]:
 
 def _seed(name: str, store: Store, first: int, last: int, now: datetime) -> None:
     jobs = [_name(i) for i in range(first, last)]
-    if name == "sqlite":
+    if name in ("sqlite", "postgres"):
         for j in jobs:
             store.commit([Merge(Key(STATUS, j), _status(j, now))])
     elif name == "dynamodb":

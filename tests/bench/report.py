@@ -77,7 +77,8 @@ def _costs(section: Any) -> list[str]:
     out = [
         "## Store round trips per run (counted)",
         "",
-        "Budget (DESIGN §3): 2 (claim, complete) + 1 per lease renewal + 1 per ledger batch.",
+        "Budget (docs/protocol.md, Round trips): 2 (claim, complete) + 1 per lease renewal"
+        " + 1 per ledger batch.",
         "Counted by `Store.round_trips` (reads an adapter makes inside a commit included).",
         "",
     ]

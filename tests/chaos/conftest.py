@@ -47,6 +47,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         pytest.param("gcp", marks=pytest.mark.gcp),
         pytest.param("azure", marks=pytest.mark.azure),
         pytest.param("aws", marks=pytest.mark.aws),
+        pytest.param("postgres", marks=pytest.mark.postgres),
     ]
 )
 def stack(request: pytest.FixtureRequest) -> Stack:
@@ -65,6 +66,8 @@ def stack(request: pytest.FixtureRequest) -> Stack:
         }
     elif name == "aws":
         emulators = {"moto": request.getfixturevalue("moto_server")}
+    elif name == "postgres":
+        emulators = {"postgres": request.getfixturevalue("postgres_server")}
     return Stack(name, emulators)
 
 

@@ -127,7 +127,9 @@ def _describe(ops: Sequence[Op]) -> dict[str, Any]:
 
 
 class RecordingStore(Store):
-    """Delegates to ``inner`` and appends every commit (accepted or not) to the history.
+    """Delegates to ``inner`` through its public methods and appends every commit (accepted or
+    not) to the history. Round trips are ``inner``'s own (forwarded by an observer), so reads an
+    adapter makes inside a commit are counted here too.
 
     ``skew`` is the writer's clock offset in seconds, so the checker can turn the lease expiry
     it wrote (by its own clock) into real time.
@@ -138,11 +140,32 @@ class RecordingStore(Store):
         self.inner = inner
         self.history = history
         self.skew = skew
-        self.max_commit_ops = inner.max_commit_ops
+        self.capabilities = inner.capabilities
         self.before_commit: Any = None  #: fault-injection hook: called with the ops
+        inner.add_observer(lambda trip: self._round_trip(trip.operation, trip.kind, trip.ops))
+
+    def get(self, key: Key) -> Record | None:
+        return self.inner.get(key)
+
+    def query(
+        self,
+        kind: str,
+        job: str | None = None,
+        *,
+        prefix: str = "",
+        start: str | None = None,
+        end: str | None = None,
+        limit: int | None = None,
+    ) -> list[Record]:
+        return self.inner.query(kind, job, prefix=prefix, start=start, end=end, limit=limit)
+
+    def commit(self, ops: Sequence[Op]) -> list[Version]:
+        if not ops:
+            return []
+        return self._commit(list(ops))
 
     def _get(self, key: Key) -> Record | None:
-        return self.inner._get(key)
+        return self.inner.get(key)
 
     def _query(
         self,
@@ -153,7 +176,7 @@ class RecordingStore(Store):
         end: str | None,
         limit: int | None,
     ) -> list[Record]:
-        return self.inner._query(kind, job, prefix, start, end, limit)
+        return self.query(kind, job, prefix=prefix, start=start, end=end, limit=limit)
 
     def _commit(self, ops: list[Op]) -> list[Version]:
         if self.before_commit is not None:
@@ -162,7 +185,7 @@ class RecordingStore(Store):
         t_before = time.time()
         status, error = "accepted", None
         try:
-            versions = self.inner._commit(ops)
+            versions = self.inner.commit(ops)
         except CommitConflict as exc:
             status, error = "conflict", f"index {exc.index}"
             raise

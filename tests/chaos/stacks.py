@@ -7,6 +7,8 @@ test process and in every chaos worker process), fresh namespaces per trial, and
   (a fresh queue) per trial.
 * ``aws``: DynamoDB + SQS on one moto server, a fresh table and queues per trial. moto serves
   both, so an outage of either part freezes both.
+* ``postgres``: the Postgres store + queue on the session's PostgreSQL server, a fresh schema
+  per trial; an outage (store or broker: one server holds both) freezes every server process.
 
 Outages. The emulators keep their state in memory, so killing and restarting one would be a
 wipe (disaster recovery), not an outage: an outage here *freezes* the emulator's whole process
@@ -32,7 +34,7 @@ from typing import Any
 
 from cronwarden.ports import Queue, Store
 
-PROVIDERS = ("local", "gcp", "azure", "aws")
+PROVIDERS = ("local", "gcp", "azure", "aws", "postgres")
 
 
 def build(spec: dict[str, Any]) -> tuple[Store, Queue]:
@@ -84,6 +86,19 @@ def build(spec: dict[str, Any]) -> tuple[Store, Queue]:
             max_attempts=2,
         )
         return DynamoStore.from_settings(settings), SqsQueue.from_settings(settings)
+    if kind == "postgres":
+        from cronwarden.adapters.postgres import PostgresQueue, PostgresSettings, PostgresStore
+
+        settings = PostgresSettings(
+            dsn=spec["dsn"],
+            schema=spec["schema"],
+            max_deliveries=spec["max_deliveries"],
+            statement_timeout=5,  # the client gives up on a frozen server 5 s later
+            connect_timeout=2,
+            pool_timeout=5,
+            expire_every=0,
+        )
+        return PostgresStore(settings), PostgresQueue(settings)
     raise ValueError(f"unknown stack {kind!r}")
 
 
@@ -122,6 +137,13 @@ class Stack:
                 "queue": f"cw-chaos-{suffix}",
                 "max_deliveries": max_deliveries,
             }
+        if self.name == "postgres":
+            return {
+                "kind": "postgres",
+                "dsn": self.emulators["postgres"].dsn,
+                "schema": f"chaos_{uuid.uuid4().hex[:10]}",
+                "max_deliveries": max_deliveries,
+            }
         azurite, sb = self.emulators["azurite"], self.emulators["servicebus"]
         queue = sb.create_queue(
             max_delivery_count=max_deliveries,
@@ -138,6 +160,11 @@ class Stack:
         }
 
     def drop(self, spec: dict[str, Any]) -> None:
+        if spec["kind"] == "postgres":
+            from cronwarden.emulators.postgres.pytest_plugin import drop_schema
+
+            with contextlib.suppress(Exception):
+                drop_schema(spec["dsn"], spec["schema"])
         if spec["kind"] == "azure":
             with contextlib.suppress(Exception):
                 self.emulators["servicebus"].delete_queue(spec["queue"])
@@ -168,6 +195,16 @@ class Stack:
             finally:
                 holder.release.set()
                 holder.join(30)
+            return
+        if self.name == "postgres":
+            server = self.emulators["postgres"]
+            if not hasattr(server, "freeze"):
+                raise RuntimeError("an outage needs the test's own server, not an external DSN")
+            server.freeze()
+            try:
+                yield
+            finally:
+                server.thaw()
             return
         pgids = self._pgids(part)
         _freeze(pgids, signal.SIGSTOP)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,16 @@ from tests.backends import MARKS, QUEUES, STORES
 
 
 @pytest.fixture(params=[pytest.param(n, marks=MARKS.get(n, [])) for n in STORES])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    with STORES[request.param](request, tmp_path) as s:
+def store_factory(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Callable[[], AbstractContextManager[Store]]:
+    """Call to get a context manager of a fresh store of this backend (the contract's factory)."""
+    return lambda: STORES[request.param](request, tmp_path)
+
+
+@pytest.fixture
+def store(store_factory: Callable[[], AbstractContextManager[Store]]) -> Iterator[Store]:
+    with store_factory() as s:
         yield s
 
 

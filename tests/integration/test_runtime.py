@@ -7,6 +7,8 @@ import threading
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
 import cronwarden
 from cronwarden import EngineSettings, JobSet, LocalRunner
 from cronwarden.adapters.local import LocalProvider
@@ -62,3 +64,51 @@ def test_local_runner_serves_scheduled_windows(tmp_path: Path) -> None:
     states = [r.data["state"] for r in provider.store().query(RUN, "tick")]
     provider.close()
     assert states == ["succeeded", "succeeded"]
+
+
+def _hourly() -> cronwarden.Job:
+    return cronwarden.job("hourly", cron="0 * * * *", max_runtime="10m")(lambda ctx: None)
+
+
+def test_every_pull_host_applies_the_visibility_factor_once(tmp_path: Path) -> None:
+    """Visibility = lease TTL x (1 + renew_fraction), the same for every pull host. The pull
+    workers used to multiply a second time (about 1.78 x TTL): a crashed worker's run was taken
+    over a third of a TTL later than necessary."""
+    from cronwarden.hosting.pull import PullWorkers
+
+    settings = EngineSettings(renew_fraction=1 / 3)
+    jobs = JobSet([_hourly()])
+    ttl = (10 + 1) * 60.0  # max runtime + the default lease margin (60 s)
+    expected = ttl * (1 + 1 / 3)
+    runner = LocalRunner(jobs, LocalProvider(str(tmp_path / "a.db")), settings=settings)
+    pull = PullWorkers(jobs, LocalProvider(str(tmp_path / "b.db")), threads=2, settings=settings)
+    try:
+        assert runner.engine.lease_ttl(jobs["hourly"]).total_seconds() == ttl
+        seen = [w.visibility for w in runner.workers + pull.workers]
+        assert seen == [pytest.approx(expected)] * 4
+    finally:
+        runner.provider.close()
+        pull.provider.close()
+
+
+def test_cronwarden_run_gets_the_webhook_notifier_like_the_serverless_hosts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cronwarden.adapters.gcp.functions import FunctionsRuntime
+    from cronwarden.notify import LogNotifier, WebhookNotifier
+
+    monkeypatch.setenv("CRONWARDEN_WEBHOOK_URL", "https://hooks.example.invalid/T000/secret")
+    jobs = JobSet([_hourly()])
+    provider = LocalProvider(str(tmp_path / "state.db"))
+    try:
+        local = LocalRunner(jobs, provider).watcher.notifiers
+        serverless = FunctionsRuntime(jobs, provider=provider).watcher.notifiers
+        for notifiers in (local, serverless):
+            assert [type(n) for n in notifiers] == [LogNotifier, WebhookNotifier]
+            hook = notifiers[1]
+            assert isinstance(hook, WebhookNotifier)
+            assert hook.url == "https://hooks.example.invalid/T000/secret"
+        monkeypatch.delenv("CRONWARDEN_WEBHOOK_URL")
+        assert [type(n) for n in LocalRunner(jobs, provider).watcher.notifiers] == [LogNotifier]
+    finally:
+        provider.close()

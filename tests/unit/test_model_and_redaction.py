@@ -91,3 +91,79 @@ def test_json_log_lines_are_redacted_including_tracebacks_and_fields() -> None:
     assert "abcdEFGH1234" not in text
     assert line["event"] == "x.y" and line["level"] == "error"
     assert isinstance(JsonFormatter().format(logging.makeLogRecord({"msg": "m"})), str)
+
+
+SECRET = "c2VjcmV0a2V5MTIzNDU2Nzg5MA"
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        # connection strings: the key goes, the account/endpoint stays readable
+        (
+            f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={SECRET}==;"
+            "EndpointSuffix=core.windows.net",
+            "AccountName=acct",
+        ),
+        (
+            f"Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;"
+            f"SharedAccessKey={SECRET}=",
+            "SharedAccessKeyName=Root",
+        ),
+        # a SAS URL: the signature goes, the signed version and expiry stay (they are not secret)
+        (
+            f"https://acct.blob.core.windows.net/c/b?sv=2024-05-04&se=2026-01-01&sig={SECRET}%3D",
+            "sv=2024-05-04",
+        ),
+        # a SAS as a connection-string value: the whole token is one credential, up to ";"
+        (
+            f"BlobEndpoint=https://a.blob.core.windows.net/;"
+            f"SharedAccessSignature=sv=2024-05-04&ss=b&srt=co&sp=r&sig={SECRET}%3D",
+            "BlobEndpoint=https://a.blob.core.windows.net/",
+        ),
+        # a Service Bus SAS token in an Authorization header
+        (
+            f"Authorization: SharedAccessSignature sr=sb%3A%2F%2Fns&sig={SECRET}&se=1&skn=Root",
+            "Authorization:",
+        ),
+        (f"Authorization: Bearer {SECRET}.abc.def", "Authorization: Bearer"),
+        # DSN passwords, including one that contains "@"
+        (f"postgresql://user:{SECRET}@db.internal:5432/app", "@db.internal:5432/app"),
+        (f"postgresql://user:p@ss{SECRET}@db.internal/app", "postgresql://user:"),
+        (f"redis://:{SECRET}@cache:6379/0", "@cache:6379/0"),
+        # AWS: access key ids, secret keys in env, ini and JSON (STS) shapes
+        (f"AWS_SECRET_ACCESS_KEY={SECRET}/wJalrXUtnFEMI", "AWS_SECRET_ACCESS_KEY="),
+        (f"aws_secret_access_key = {SECRET}/K7MDENG", "aws_secret_access_key"),
+        (f'{{"AccessKeyId": "AKIAIOSFODNN7EXAMPLE", "SecretAccessKey": "{SECRET}"}}', "AKIA"),
+        (f"aws_session_token={SECRET}", "aws_session_token="),
+        # passwords in JSON and env shapes
+        (f'{{"password": "{SECRET}", "user": "svc"}}', '"user": "svc"'),
+        (f"DB_PASSWORD={SECRET}", "DB_PASSWORD="),
+    ],
+)
+def test_one_rule_set_masks_secrets_and_keeps_context(text: str, kept: str) -> None:
+    out = redact(text)
+    assert SECRET not in out
+    assert "***" in out
+    assert kept in out
+
+
+def test_aws_access_key_id_is_masked() -> None:
+    assert "IOSFODNN7EXAMPLE" not in redact("key id AKIAIOSFODNN7EXAMPLE rejected")
+
+
+def test_azure_adapter_uses_the_core_rule_set() -> None:
+    from cronwarden.adapters.azure import _redact
+
+    assert _redact.redact is redact
+
+
+def test_plain_text_is_left_alone() -> None:
+    text = "run billing-sync:2026-01-20T02:00Z succeeded after 3 attempts on worker-7:4411"
+    assert redact(text) == text
+    assert redact("see https://example.com/docs?page=2") == "see https://example.com/docs?page=2"
+
+
+def test_identifiers_named_like_keys_are_not_secrets() -> None:
+    text = "run_key=billing-sync:2026-01-20T02:00Z idempotency_key: cust-1"
+    assert redact(text) == text

@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import cronwarden
-from cronwarden import Engine, EngineSettings, JobSet, RunRequest
+from cronwarden import Engine, EngineSettings, JobSet, RunRequest, RunState
 from cronwarden.adapters.local import SQLiteStore
-from cronwarden.engine import Outcome, _Claim
+from cronwarden.claiming import Claim
+from cronwarden.engine import Outcome
 from cronwarden.errors import LeaseLost
-from cronwarden.logs import RunLogger, get_logger
-from cronwarden.ports import RUN, Key
+from cronwarden.ports import RUN, STATUS, Key, Merge
 from tests.support.harness import FakeClock, at
 
 WINDOWS = [at("2026-01-20T02:00Z"), at("2026-01-20T03:00Z")]
@@ -46,7 +46,7 @@ class Protocol(RuleBasedStateMachine):
             self.store,
             EngineSettings(lease_margin=timedelta(seconds=2), clock=self.clock),
         )
-        self.held: dict[int, tuple[int, _Claim]] = {}  # worker -> (window index, claim)
+        self.held: dict[int, tuple[int, Claim]] = {}  # worker -> (window index, claim)
         self.granted: list[tuple[int, datetime]] = []  # (worker, lease expiry) of live claims
         self.fences: dict[int, int] = {0: 0, 1: 0}
         self.succeeded: set[int] = set()
@@ -55,23 +55,18 @@ class Protocol(RuleBasedStateMachine):
         self.store.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def _log(self) -> RunLogger:
-        return RunLogger(get_logger("prop"), {})
-
     @rule(worker=st.integers(0, 3), window=st.integers(0, 1))
     def claim(self, worker: int, window: int) -> None:
         if worker in self.held:
             return
         now = self.clock()
-        result = self.engine._claim(
-            job, RunRequest("prop", WINDOWS[window]), f"r{worker}", 0, self._log()
-        )
+        result = self.engine.claim(job, RunRequest("prop", WINDOWS[window]), run_id=f"r{worker}")
         if isinstance(result, Outcome):
             return
         assert window not in self.succeeded, "a finished run key was claimed again"
         others = [exp for w, exp in self.granted if w != worker and exp > now]
         assert not others, f"claimed while another lease is live until {others}"
-        fence = result.view.fence
+        fence = result.run.fence
         assert fence > self.fences[window]
         self.fences[window] = fence
         self.held[worker] = (window, result)
@@ -85,12 +80,12 @@ class Protocol(RuleBasedStateMachine):
         window, claim = self.held[worker]
         current = self.store.get(Key(RUN, "prop", claim.lease.run_key.id))
         try:
-            claim.lease.write({"progress": worker})
+            claim.lease.write(checkpoint={"progress": worker})
         except LeaseLost:
             del self.held[worker]
             return
-        assert current is not None and current.data["owner"] == claim.lease.run_data["owner"]
-        assert claim.view.fence == self.fences[window], "a fenced-off owner wrote"
+        assert current is not None and current.data["owner"] == claim.lease.run.owner
+        assert claim.run.fence == self.fences[window], "a fenced-off owner wrote"
         self.granted = [(w, e) for w, e in self.granted if w != worker]
         self.granted.append((worker, claim.lease.expires_at()))
 
@@ -99,20 +94,17 @@ class Protocol(RuleBasedStateMachine):
     def finish(self, data: Any, succeed: bool) -> None:
         worker = data.draw(st.sampled_from(sorted(self.held)))
         window, claim = self.held.pop(worker)
-        state = "succeeded" if succeed else "failed"
-        ok = self.engine._finish(
-            claim.lease,
-            {**claim.lease.run_data, "state": state},
-            {"status": state},
-            {},
-            [],
-            self._log(),
-            job,
-            RunRequest("prop", WINDOWS[window]),
-            {},
-        )
+        state = RunState.SUCCEEDED if succeed else RunState.FAILED
+        try:
+            claim.lease.finish(
+                claim.lease.run.with_(state=state),
+                Merge(Key(STATUS, "prop"), {"status": state.value}),
+            )
+            ok = True
+        except LeaseLost:
+            ok = False
         if ok:
-            assert claim.view.fence == self.fences[window]
+            assert claim.run.fence == self.fences[window]
             self.granted = [(w, e) for w, e in self.granted if w != worker]
             if succeed:
                 self.succeeded.add(window)

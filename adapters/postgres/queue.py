@@ -1,0 +1,426 @@
+"""PostgreSQL implementation of the :class:`~cronwarden.ports.Queue` port.
+
+* ``<schema>.messages``: one row per message; a receive (``receive_messages``, one statement)
+  takes visible rows with ``FOR UPDATE SKIP LOCKED``, makes them invisible until the visibility
+  deadline, counts the attempt and stamps a fresh receipt. A settle names the receipt, so one
+  from a receiver whose visibility ran out changes nothing (another receiver owns it now).
+* Unsettled ``max_deliveries`` times (or the message's ``cw-max-deliveries`` attribute), a
+  message moves to ``<schema>.dead_letters`` with reason ``MaxDeliveryCountExceeded``;
+  ``dead_letter(reason, description)`` moves it there with the worker's reason.
+* ``publish(dedup_id=…)`` enqueues nothing when the id was seen within ``dedup_window``
+  (``<schema>.dedup``, one statement with the insert); old ids are swept in bounded batches.
+* Every publish, retry and redrive sends ``NOTIFY`` on the schema's channel in the same
+  statement; a receiver waiting in ``receive(wait=…)`` sleeps on a condition that a listener
+  thread (one ``LISTEN`` connection per queue object) signals, so an idle worker wakes at once
+  instead of polling. While the listener is reconnecting, waiting receivers poll every
+  :data:`FALLBACK_POLL` seconds; a delayed message wakes them when it becomes visible.
+* Times are the database server's clock (``clock_timestamp()``): hosts' clocks do not matter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from cronwarden.ports import (
+    REDRIVE_ATTRIBUTE,
+    DeadLetter,
+    Delivery,
+    Queue,
+    QueueCapabilities,
+)
+from cronwarden.redaction import redact
+
+from .database import Database
+from .schema import notify_channel, quoted
+from .settings import PostgresSettings
+
+if TYPE_CHECKING:
+    import psycopg
+
+log = logging.getLogger("cronwarden.postgres")
+MAX_DELIVERIES_ATTRIBUTE = "cw-max-deliveries"
+FALLBACK_POLL = 0.5  #: seconds between polls while LISTEN is down
+SAFETY_POLL = 5.0  #: longest sleep even with LISTEN up (a lost notification costs this much)
+LISTEN_READY_TIMEOUT = 5.0
+
+
+class PostgresQueue(Queue):
+    """A durable queue in PostgreSQL, shared by any number of workers on any number of hosts.
+
+    ``settings``: a :class:`PostgresSettings` or a DSN; ``max_deliveries`` / ``dedup_window``
+    override the settings' values. ``database``: share the provider's pool (not closed here).
+    """
+
+    deduplicates = True
+
+    def __init__(
+        self,
+        settings: PostgresSettings | str,
+        *,
+        database: Database | None = None,
+        max_deliveries: int | None = None,
+        dedup_window: float | None = None,
+    ) -> None:
+        if isinstance(settings, str):
+            settings = PostgresSettings(dsn=settings)
+        self.settings = settings
+        self.max_deliveries = max_deliveries or settings.max_deliveries
+        if self.max_deliveries < 1:
+            raise ValueError("max_deliveries must be at least 1")
+        self.dedup_window = dedup_window or settings.dedup_window
+        self.capabilities = QueueCapabilities(
+            dedup=True, max_deliveries=self.max_deliveries, max_delay=None
+        )
+        self._owns_db = database is None
+        self.db = database or Database(settings, name="cronwarden-queue")
+        self.channel = notify_channel(settings.schema)
+        self._wakeups: _Wakeups | None = None
+        self._wake_guard = threading.Lock()
+        q = quoted(settings.schema)
+        self._q = q
+        notify = "SELECT pg_notify(%(channel)s, '') FROM ins"
+        insert = (
+            f"INSERT INTO {q}.messages (message_id, body, attributes, visible_at, enqueued_at) "
+            "SELECT %(mid)s, %(body)s, %(attrs)s::jsonb, "
+            "clock_timestamp() + %(delay)s * interval '1 second', clock_timestamp()"
+        )
+        self._sql_publish = f"WITH ins AS ({insert} RETURNING seq) {notify}"
+        self._sql_publish_dedup = (
+            f"WITH fresh AS (INSERT INTO {q}.dedup AS d (dedup_id, seen_at) "
+            "VALUES (%(mid)s, clock_timestamp()) ON CONFLICT (dedup_id) DO UPDATE "
+            "SET seen_at = EXCLUDED.seen_at "
+            "WHERE d.seen_at < clock_timestamp() - %(window)s * interval '1 second' "
+            f"RETURNING 1), ins AS ({insert} FROM fresh RETURNING seq) {notify}"
+        )
+        self._sql_receive = (
+            "SELECT seq, message_id, body, attributes, attempt, enqueued_at, receipt "
+            f"FROM {q}.receive_messages(%s, %s, %s)"
+        )
+        self._sql_next_visible = (
+            f"SELECT EXTRACT(EPOCH FROM min(visible_at) - clock_timestamp()) FROM {q}.messages"
+        )
+        self.db.every(settings.expire_every, self.sweep_dedup, "dedup sweep")
+
+    # -- Publisher ---------------------------------------------------------------------------
+
+    def publish(
+        self,
+        body: bytes,
+        *,
+        attributes: Mapping[str, str] | None = None,
+        dedup_id: str | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        params = {
+            "mid": dedup_id or secrets.token_hex(8),
+            "body": bytes(body),
+            "attrs": json.dumps({str(k): str(v) for k, v in (attributes or {}).items()}),
+            "delay": max(0.0, float(delay)),
+            "channel": self.channel,
+            "window": self.dedup_window,
+        }
+        sql = self._sql_publish if dedup_id is None else self._sql_publish_dedup
+
+        def work(conn: psycopg.Connection[Any]) -> bool:
+            return self.db.execute(conn, sql, params).fetchone() is not None
+
+        published = self.db.run(work, what="publish", writes=True)
+        if not published:
+            log.debug("publish of %s suppressed: seen within the dedup window", dedup_id)
+
+    # -- Consumer ----------------------------------------------------------------------------
+
+    def receive(
+        self, max_messages: int = 1, *, visibility: float = 60.0, wait: float = 0.0
+    ) -> list[Delivery]:
+        deadline = time.monotonic() + max(0.0, wait)
+        wakeups = self._listener() if wait > 0 else None
+        while True:
+            generation = wakeups.generation if wakeups else 0
+            found, next_in = self._receive_now(max_messages, visibility, wanted_next=wait > 0)
+            remaining = deadline - time.monotonic()
+            if found or remaining <= 0 or wakeups is None:
+                return found
+            pause = min(remaining, SAFETY_POLL if wakeups.listening else FALLBACK_POLL)
+            if next_in is not None:
+                pause = min(pause, max(0.01, next_in))
+            wakeups.wait(generation, pause)
+
+    def _receive_now(
+        self, max_messages: int, visibility: float, *, wanted_next: bool
+    ) -> tuple[list[Delivery], float | None]:
+        def work(conn: psycopg.Connection[Any]) -> tuple[list[Delivery], float | None]:
+            rows = self.db.execute(
+                conn, self._sql_receive, (max_messages, visibility, self.max_deliveries)
+            ).fetchall()
+            out = [
+                Delivery(
+                    message_id=r[1],
+                    body=bytes(r[2]),
+                    attributes=dict(r[3]),
+                    attempt=int(r[4]),
+                    handle=(int(r[0]), r[6]),
+                    enqueued_at=r[5],
+                )
+                for r in rows
+            ]
+            if out or not wanted_next:
+                return out, None
+            row = self.db.execute(conn, self._sql_next_visible).fetchone()
+            return out, (float(row[0]) if row and row[0] is not None else None)
+
+        return self.db.run(work, what="receive", writes=True)
+
+    def _settle(self, delivery: Delivery, what: str, sql: str, params: dict[str, Any]) -> bool:
+        seq, receipt = delivery.handle
+        params = {**params, "seq": seq, "receipt": receipt, "channel": self.channel}
+
+        def work(conn: psycopg.Connection[Any]) -> bool:
+            return bool(self.db.execute(conn, sql, params).rowcount)
+
+        settled = self.db.run(work, what=what, writes=True)
+        if not settled:
+            log.warning(
+                "%s of %s changed nothing: its visibility ran out and another receiver holds "
+                "it (or it was settled already)",
+                what,
+                delivery.message_id,
+                extra={"event": "queue.settle_ignored", "message_id": delivery.message_id},
+            )
+        return settled
+
+    def ack(self, delivery: Delivery) -> None:
+        self._settle(
+            delivery,
+            "ack",
+            f"DELETE FROM {self._q}.messages WHERE seq = %(seq)s AND receipt = %(receipt)s",
+            {},
+        )
+
+    def retry(self, delivery: Delivery, delay: float) -> None:
+        self._settle(
+            delivery,
+            "retry",
+            f"WITH upd AS (UPDATE {self._q}.messages SET receipt = NULL, "
+            "visible_at = clock_timestamp() + %(delay)s * interval '1 second' "
+            "WHERE seq = %(seq)s AND receipt = %(receipt)s RETURNING 1) "
+            "SELECT pg_notify(%(channel)s, '') FROM upd",
+            {"delay": max(0.0, float(delay))},
+        )
+
+    def extend(self, delivery: Delivery, visibility: float) -> None:
+        self._settle(
+            delivery,
+            "extend",
+            f"UPDATE {self._q}.messages "
+            "SET visible_at = clock_timestamp() + %(visibility)s * interval '1 second' "
+            "WHERE seq = %(seq)s AND receipt = %(receipt)s",
+            {"visibility": float(visibility)},
+        )
+
+    def dead_letter(self, delivery: Delivery, reason: str, description: str = "") -> None:
+        self._settle(
+            delivery,
+            "dead_letter",
+            f"WITH gone AS (DELETE FROM {self._q}.messages "
+            "WHERE seq = %(seq)s AND receipt = %(receipt)s RETURNING *) "
+            f"INSERT INTO {self._q}.dead_letters (seq, message_id, body, attributes, attempts, "
+            "enqueued_at, reason, description) "
+            "SELECT seq, message_id, body, attributes, attempt, enqueued_at, %(reason)s, "
+            "%(description)s FROM gone",
+            {
+                "reason": _text(reason or "Unspecified"),
+                "description": _text(redact(description or "")),
+            },
+        )
+
+    # -- DeadLetters -------------------------------------------------------------------------
+
+    def dlq_depth(self) -> int:
+        def work(conn: psycopg.Connection[Any]) -> int:
+            row = self.db.execute(conn, f"SELECT count(*) FROM {self._q}.dead_letters").fetchone()
+            return int(row[0]) if row else 0
+
+        return self.db.run(work, what="dlq depth", writes=False)
+
+    def dlq_peek(self, limit: int = 10) -> list[DeadLetter]:
+        sql = (
+            "SELECT message_id, body, attributes, reason, description, attempts, "
+            f"dead_lettered_at FROM {self._q}.dead_letters "
+            "ORDER BY dead_lettered_at, seq LIMIT %s"
+        )
+
+        def work(conn: psycopg.Connection[Any]) -> list[DeadLetter]:
+            return [
+                DeadLetter(
+                    message_id=r[0],
+                    body=bytes(r[1]),
+                    attributes=dict(r[2]),
+                    reason=r[3],
+                    description=r[4],
+                    attempts=int(r[5]),
+                    dead_lettered_at=r[6],
+                )
+                for r in self.db.execute(conn, sql, (limit,)).fetchall()
+            ]
+
+        return self.db.run(work, what="dlq peek", writes=False)
+
+    def redrive(self, limit: int = 10) -> int:
+        """Move at most ``limit`` dead letters back (oldest first), in one statement, each with
+        :data:`REDRIVE_ATTRIBUTE` incremented and a fresh delivery budget."""
+        if limit < 1:
+            raise ValueError("redrive limit must be at least 1")
+        q = self._q
+        generation = (
+            f"CASE WHEN attributes ->> '{REDRIVE_ATTRIBUTE}' ~ '^[0-9]{{1,9}}$' "
+            f"THEN (attributes ->> '{REDRIVE_ATTRIBUTE}')::integer ELSE 0 END + 1"
+        )
+        sql = (
+            f"WITH moved AS (DELETE FROM {q}.dead_letters WHERE seq IN ("
+            f"SELECT seq FROM {q}.dead_letters ORDER BY dead_lettered_at, seq LIMIT %(limit)s "
+            "FOR UPDATE SKIP LOCKED) RETURNING *), "
+            f"ins AS (INSERT INTO {q}.messages (message_id, body, attributes, visible_at, "
+            "enqueued_at) SELECT message_id, body, "
+            f"attributes || jsonb_build_object('{REDRIVE_ATTRIBUTE}', ({generation})::text), "
+            "clock_timestamp(), enqueued_at FROM moved ORDER BY dead_lettered_at, seq "
+            "RETURNING seq) "
+            "SELECT count(*), pg_notify(%(channel)s, '') FROM ins"
+        )
+
+        def work(conn: psycopg.Connection[Any]) -> int:
+            row = self.db.execute(conn, sql, {"limit": limit, "channel": self.channel}).fetchone()
+            return int(row[0]) if row else 0
+
+        return self.db.run(work, what="redrive", writes=True)
+
+    def depth(self) -> int:
+        """Messages waiting or in flight (not dead-lettered)."""
+
+        def work(conn: psycopg.Connection[Any]) -> int:
+            row = self.db.execute(conn, f"SELECT count(*) FROM {self._q}.messages").fetchone()
+            return int(row[0]) if row else 0
+
+        return self.db.run(work, what="depth", writes=False)
+
+    # -- housekeeping ------------------------------------------------------------------------
+
+    def sweep_dedup(self, limit: int | None = None) -> int:
+        """Forget at most ``limit`` (default ``expire_batch``) dedup ids older than the window."""
+        sql = (
+            f"DELETE FROM {self._q}.dedup WHERE dedup_id = ANY(ARRAY("
+            f"SELECT dedup_id FROM {self._q}.dedup "
+            "WHERE seen_at < clock_timestamp() - %s * interval '1 second' "
+            "ORDER BY seen_at LIMIT %s FOR UPDATE SKIP LOCKED))"
+        )
+        batch = limit or self.settings.expire_batch
+
+        def work(conn: psycopg.Connection[Any]) -> int:
+            return int(self.db.execute(conn, sql, (self.dedup_window, batch)).rowcount)
+
+        return self.db.run(work, what="dedup sweep", writes=True)
+
+    def _listener(self) -> _Wakeups:
+        with self._wake_guard:
+            if self._wakeups is None:
+                self._wakeups = _Wakeups(self.db, self.channel)
+                self._wakeups.start()
+            wakeups = self._wakeups
+        wakeups.wait_listening(LISTEN_READY_TIMEOUT)
+        return wakeups
+
+    def close(self) -> None:
+        with self._wake_guard:
+            wakeups, self._wakeups = self._wakeups, None
+        if wakeups is not None:
+            wakeups.stop()
+        if self._owns_db:
+            self.db.close()
+
+
+def _text(value: str) -> str:
+    """``value`` storable in a text column (PostgreSQL text cannot hold NUL characters)."""
+    return value.replace("\x00", "\\x00")
+
+
+class _Wakeups(threading.Thread):
+    """One ``LISTEN`` connection; every notification bumps :attr:`generation` and wakes the
+    receivers waiting in :meth:`wait`. Reconnects with backoff; a reconnect also wakes them
+    (they may have missed notifications while it was down)."""
+
+    def __init__(self, db: Database, channel: str) -> None:
+        super().__init__(name="cronwarden-pg-listen", daemon=True)
+        self._db = db
+        self._channel = channel
+        self._cond = threading.Condition()
+        self.generation = 0
+        self._listening = threading.Event()
+        self._stopping = threading.Event()
+        self._conn: Any = None
+
+    @property
+    def listening(self) -> bool:
+        return self._listening.is_set()
+
+    def wait_listening(self, timeout: float) -> None:
+        self._listening.wait(timeout)
+
+    def wait(self, generation: int, timeout: float) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self.generation != generation, timeout)
+
+    def _bump(self) -> None:
+        with self._cond:
+            self.generation += 1
+            self._cond.notify_all()
+
+    def run(self) -> None:
+        import psycopg
+        from psycopg import sql
+
+        backoff = 0.2
+        while not self._stopping.is_set():
+            try:
+                conn = psycopg.connect(
+                    self._db.settings.dsn, **self._db.connect_kwargs("cronwarden-listen")
+                )
+            except psycopg.Error as exc:
+                log.warning(
+                    "LISTEN connection to %s failed: %s; receivers poll until it is back",
+                    self._db.settings.display_dsn,
+                    redact(str(exc)),
+                )
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            self._conn = conn
+            try:
+                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
+                self._listening.set()
+                self._bump()
+                backoff = 0.2
+                while not self._stopping.is_set():
+                    for _ in conn.notifies(timeout=1.0):
+                        self._bump()
+                        if self._stopping.is_set():
+                            break
+            except psycopg.Error as exc:
+                if not self._stopping.is_set():
+                    log.warning("LISTEN connection lost: %s; reconnecting", redact(str(exc)))
+            finally:
+                self._listening.clear()
+                with contextlib.suppress(Exception):
+                    conn.close()
+                self._conn = None
+            self._bump()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.join(timeout=10)

@@ -1,0 +1,376 @@
+"""Claiming a run key: the fast path, judging a conflict, and taking a run over.
+
+:meth:`Claimer.claim` either returns a :class:`Claim` (this worker now holds the run record and
+the job's lock through a :class:`~cronwarden.lease.Lease`) or a :class:`Refusal` that says why
+not (duplicate, in progress, overlap policy, payload mismatch, contention).
+
+* **Fast path**: nothing exists yet (the common case): one commit creates the run record and
+  the lock and merges the status. One round trip.
+* **Judging a conflict**: the fast path was refused, so the run record and the lock are read
+  and judged (:meth:`Claimer.judge`): a finished run is a duplicate; a live lease on this run
+  key is in progress; a live lock of another run key is an overlap, settled by the job's
+  policy; a different payload is rejected.
+* **Takeover**: a run whose lease ran out (or that failed) is updated against the version read:
+  new owner, fence + 1, attempt + 1. A concurrent claimer loses the compare-and-set, reads
+  again and judges again, at most ``CLAIM_ROUNDS`` times.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from .errors import CommitConflict
+from .jobs import Job, Overlap
+from .lease import Lease
+from .logs import RunLogger
+from .model import RunRequest, RunState, fingerprint, format_window
+from .ports import Create, Merge, Op, Record, Store, Update
+from .records import (
+    CONSECUTIVE_FAILURES,
+    DUPLICATES,
+    SKIPS_SINCE_SUCCESS,
+    LockRecord,
+    RunRecord,
+    lock_key_of,
+    run_key_of,
+    status_key_of,
+    status_overlap_failed,
+    status_skipped,
+    status_started,
+)
+
+CLAIM_ROUNDS = 6
+_CATCHING_UP = {"catch_up", "backfill"}
+
+
+class Refused(enum.StrEnum):
+    """Why a claim was refused (the values are those of the engine's outcome kinds)."""
+
+    DUPLICATE = "duplicate"
+    IN_PROGRESS = "in_progress"
+    SKIPPED = "skipped"
+    DEFERRED = "deferred"
+    OVERLAP_FAILED = "overlap_failed"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    kind: Refused
+    delay: float = 0.0
+    reason: str = ""
+    detail: str = ""
+
+
+@dataclass
+class Claim:
+    """A run this worker now owns: its lease, and the run record as claimed."""
+
+    lease: Lease
+    run: RunRecord
+
+    @property
+    def resumed(self) -> bool:
+        """An earlier attempt of this run key ran (its checkpoint and ledger carry over)."""
+        return self.run.fence > 1
+
+
+def until(when: datetime | None, now: datetime) -> float:
+    """Seconds from ``now`` until just after ``when`` (at least one)."""
+    if when is None:
+        return 1.0
+    return max(1.0, (when - now).total_seconds() + 1.0)
+
+
+class Claimer:
+    """Claims run keys in ``store`` for ``worker_id``; see the module doc."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        worker_id: str,
+        clock: Callable[[], datetime],
+        retention: timedelta,
+        error_snippet_chars: int,
+    ) -> None:
+        self.store = store
+        self.worker_id = worker_id
+        self.clock = clock
+        self.retention = retention
+        self.error_snippet_chars = error_snippet_chars
+
+    def claim(
+        self,
+        job: Job,
+        request: RunRequest,
+        run_id: str,
+        redrive: int,
+        ttl: timedelta,
+        log: RunLogger,
+    ) -> Claim | Refusal:
+        window_text = format_window(request.window)
+        run_k, lock_k, status_k = (
+            run_key_of(job.name, window_text),
+            lock_key_of(job.name),
+            status_key_of(job.name),
+        )
+        owner = f"{self.worker_id}:{secrets.token_hex(4)}"
+        payload_fp = fingerprint(request.payload)
+
+        for round_no in range(CLAIM_ROUNDS):
+            now = self.clock()
+            lock = LockRecord(
+                owner=owner,
+                run_id=run_id,
+                run_key=request.run_key,
+                window=window_text,
+                reason=request.reason,
+                lease_expires=now + ttl,
+            )
+            ops: list[Op]
+            if round_no == 0:
+                # Fast path: nothing exists yet (the common case). One round trip.
+                run = self._fresh(job, request, run_id, owner, payload_fp, now, ttl)
+                ops = [Create(run_k, run.to_data()), Create(lock_k, lock.to_data())]
+            else:
+                existing_run = self.store.get(run_k)
+                existing_lock = self.store.get(lock_k)
+                now = self.clock()
+                refusal = self.judge(
+                    job, request, existing_run, existing_lock, payload_fp, redrive, now, log
+                )
+                if refusal is not None:
+                    return refusal
+                if existing_run is None:
+                    run = self._fresh(job, request, run_id, owner, payload_fp, now, ttl)
+                    ops = [Create(run_k, run.to_data())]
+                else:
+                    run = self._takeover(
+                        RunRecord.from_data(existing_run.data), run_id, owner, redrive, now, ttl
+                    )
+                    ops = [Update(run_k, run.to_data(), existing_run.version)]
+                ops.append(
+                    Create(lock_k, lock.to_data())
+                    if existing_lock is None
+                    else Update(lock_k, lock.to_data(), existing_lock.version)
+                )
+            ops.append(Merge(status_k, status_started(job.name, run, now)))
+            try:
+                versions = self.store.commit(ops)
+            except CommitConflict:
+                continue
+            lease = Lease(
+                self.store, self.clock, ttl, run_k, run, versions[0], lock_k, lock, versions[1]
+            )
+            log.extra["attempt"] = run.attempt  # type: ignore[index]
+            log.extra["fence"] = run.fence  # type: ignore[index]
+            log.event(
+                logging.INFO,
+                "run.started",
+                f"{job.name}: started window {window_text} (attempt {run.attempt}"
+                f"{', resuming from checkpoint' if run.fence > 1 else ''})",
+                resumed=run.fence > 1,
+                reason=request.reason,
+            )
+            return Claim(lease, run)
+        log.event(
+            logging.WARNING,
+            "run.deferred",
+            f"{job.name}: claim contended {CLAIM_ROUNDS} times; trying again later",
+            reason="contention",
+        )
+        return Refusal(Refused.DEFERRED, delay=_backoff(job, 1), reason="contention")
+
+    # -- judging a conflict -----------------------------------------------------------------
+    def judge(
+        self,
+        job: Job,
+        request: RunRequest,
+        run_record: Record | None,
+        lock_record: Record | None,
+        payload_fp: str,
+        redrive: int,
+        now: datetime,
+        log: RunLogger,
+    ) -> Refusal | None:
+        """None when this worker may take the run; else the refusal."""
+        key = request.run_key
+        lock = None if lock_record is None else LockRecord.from_data(lock_record.data)
+        if run_record is not None:
+            run = RunRecord.from_data(run_record.data)
+            if (run.payload_fp or payload_fp) != payload_fp:
+                detail = (
+                    f"{key} was first run with a different payload; "
+                    "use another window or job for different input"
+                )
+                log.event(logging.ERROR, "run.rejected", detail, reason="PayloadMismatch")
+                return Refusal(Refused.REJECTED, reason="PayloadMismatch", detail=detail)
+            if run.state is RunState.SUCCEEDED or (
+                run.state is RunState.DEAD_LETTERED and redrive <= run.redrive
+            ):
+                log.event(
+                    logging.INFO,
+                    "run.skipped",
+                    f"{job.name}: {key} already {run.state.value}; duplicate delivery",
+                    reason="duplicate",
+                    state=run.state.value,
+                )
+                self._record_skip(job, "duplicate", "", now, overlap=False)
+                return Refusal(Refused.DUPLICATE, reason="duplicate")
+            if run.lease_live(now) and (lock is None or lock.run_key == key):
+                holder = run.holder
+                log.event(
+                    logging.INFO,
+                    "run.skipped",
+                    f"{job.name}: {key} is being run by {holder}; duplicate delivery",
+                    reason="in_progress",
+                    lock_owner=holder,
+                )
+                self._record_skip(job, "in_progress", holder, now, overlap=False)
+                return Refusal(
+                    Refused.IN_PROGRESS,
+                    delay=until(run.lease_expires, now),
+                    reason="in_progress",
+                    detail=holder,
+                )
+        if lock is not None and lock.live(now):
+            if lock.run_key == key:
+                log.event(
+                    logging.INFO,
+                    "run.skipped",
+                    f"{job.name}: {key} is being run by {lock.holder}",
+                    reason="in_progress",
+                    lock_owner=lock.holder,
+                )
+                self._record_skip(job, "in_progress", lock.holder, now, overlap=False)
+                return Refusal(
+                    Refused.IN_PROGRESS,
+                    delay=until(lock.lease_expires, now),
+                    reason="in_progress",
+                    detail=lock.holder,
+                )
+            return self._overlap(job, request, lock, now, log)
+        return None
+
+    def _overlap(
+        self, job: Job, request: RunRequest, lock: LockRecord, now: datetime, log: RunLogger
+    ) -> Refusal:
+        key, holder = request.run_key, lock.holder
+        policy = job.overlap
+        if {request.reason, lock.reason} & _CATCHING_UP:
+            # Catch-up and backfill runs queue behind each other and behind the current window;
+            # skipping would drop the very windows they exist to fill.
+            policy = Overlap.DEFER
+        if policy is Overlap.SKIP:
+            log.event(
+                logging.WARNING,
+                "run.skipped",
+                f"{job.name}: skipped {key}: lock held by {holder}",
+                reason="lock_held",
+                lock_owner=holder,
+            )
+            self._record_skip(job, "lock_held", holder, now, overlap=True)
+            return Refusal(Refused.SKIPPED, reason="lock_held", detail=holder)
+        if policy is Overlap.DEFER:
+            delay = _backoff(job, 1)
+            log.event(
+                logging.INFO,
+                "run.deferred",
+                f"{job.name}: deferred {key} by {delay:.0f}s: lock held by {holder}",
+                reason="lock_held",
+                lock_owner=holder,
+                delay_s=delay,
+            )
+            self._record_skip(job, "deferred", holder, now, overlap=False)
+            return Refusal(Refused.DEFERRED, delay=delay, reason="lock_held", detail=holder)
+        detail = f"{job.name}: overlap refused for {key}: lock held by {holder}"
+        log.event(logging.ERROR, "run.overlap", detail, reason="lock_held", lock_owner=holder)
+        error = detail[: self.error_snippet_chars]
+        self.store.commit(
+            [
+                Merge(
+                    status_key_of(job.name),
+                    status_overlap_failed(error, now),
+                    {CONSECUTIVE_FAILURES: 1},
+                )
+            ]
+        )
+        return Refusal(Refused.OVERLAP_FAILED, reason="lock_held", detail=detail)
+
+    def _record_skip(
+        self, job: Job, reason: str, holder: str, now: datetime, *, overlap: bool
+    ) -> None:
+        counter = SKIPS_SINCE_SUCCESS if overlap else DUPLICATES
+        self.store.commit(
+            [Merge(status_key_of(job.name), status_skipped(reason, holder, now), {counter: 1})]
+        )
+
+    # -- the run record as claimed ----------------------------------------------------------
+    def _fresh(
+        self,
+        job: Job,
+        request: RunRequest,
+        run_id: str,
+        owner: str,
+        payload_fp: str,
+        now: datetime,
+        ttl: timedelta,
+    ) -> RunRecord:
+        return RunRecord(
+            job=job.name,
+            window=format_window(request.window),
+            run_key=request.run_key,
+            state=RunState.RUNNING,
+            owner=owner,
+            run_id=run_id,
+            fence=1,
+            attempt=1,
+            budget_start=0,
+            redrive=0,
+            lease_expires=now + ttl,
+            started_at=now,
+            first_started_at=now,
+            finished_at=None,
+            checkpoint=None,
+            payload=request.payload,
+            payload_fp=payload_fp,
+            reason=request.reason,
+            error=None,
+            counters={},
+            expire_at=now + self.retention,
+        )
+
+    def _takeover(
+        self,
+        old: RunRecord,
+        run_id: str,
+        owner: str,
+        redrive: int,
+        now: datetime,
+        ttl: timedelta,
+    ) -> RunRecord:
+        run = old.with_(
+            state=RunState.RUNNING,
+            owner=owner,
+            run_id=run_id,
+            fence=old.fence + 1,
+            attempt=old.attempt + 1,
+            lease_expires=now + ttl,
+            started_at=now,
+            finished_at=None,
+            previous_run_id=old.run_id or None,
+            expire_at=now + self.retention,
+        )
+        if redrive > old.redrive:  # a redriven dead letter gets a fresh attempt budget
+            run = run.with_(redrive=redrive, budget_start=old.attempt)
+        return run
+
+
+def _backoff(job: Job, attempt: int) -> float:
+    return job.retry.backoff(attempt).total_seconds()

@@ -1,0 +1,290 @@
+"""Each channel against a loopback server that records what it receives."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cronwarden import Alert, Condition
+from cronwarden.alerting.channels import (
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    Email,
+    PagerDuty,
+    SignedWebhook,
+    SlackWebhook,
+    Teams,
+    dedup_key,
+    sign,
+    verify,
+)
+from cronwarden.alerting.http import DeliveryError
+
+from .conftest import HttpSink, SmtpSink, free_port
+
+FIELDS = {"owner": "team-data", "tags": ["billing"], "timezone": "Europe/Berlin"}
+
+
+def alert(firing: bool = True, kind: Condition = Condition.FAILING) -> Alert:
+    return Alert(
+        "billing-sync",
+        kind,
+        firing,
+        "billing-sync failing: 3 consecutive failures; last error: boom. Owner: team-data.",
+        first_check="last error",
+        extra=dict(FIELDS),
+    )
+
+
+def test_slack_webhook_posts_text_and_fields(http_sink: HttpSink) -> None:
+    SlackWebhook("chat", http_sink.base + "/hooks/T0/B0/s3cretpath").deliver(alert())
+    (got,) = http_sink.at("/hooks/T0/B0/s3cretpath")
+    body = got.json()
+    assert body["text"].startswith("billing-sync failing")
+    assert body["alert"]["owner"] == "team-data" and body["alert"]["state"] == "firing"
+
+
+def test_signed_webhook_carries_a_verifiable_hmac(http_sink: HttpSink) -> None:
+    secret = "whsec-0123456789abcdef"
+    SignedWebhook("ops", http_sink.base + "/cronwarden", secret).deliver(alert())
+    (got,) = http_sink.at("/cronwarden")
+    stamp, signature = got.headers[TIMESTAMP_HEADER.lower()], got.headers[SIGNATURE_HEADER.lower()]
+    assert abs(int(stamp) - time.time()) < 600
+    assert signature == sign(secret, int(stamp), got.body)
+    assert verify(secret, got.body, stamp, signature)
+    assert not verify("another-secret", got.body, stamp, signature)
+    assert not verify(secret, got.body.replace(b"billing", b"hacked!"), stamp, signature)
+    assert not verify(secret, got.body, stamp, signature, now=int(stamp) + 301)  # a replay
+    body = got.json()
+    assert (
+        body["version"] == 1
+        and body["headline"] == "FIRING failing: billing-sync (owner team-data)"
+    )
+
+
+def test_pagerduty_triggers_and_resolves_with_one_dedup_key(http_sink: HttpSink) -> None:
+    channel = PagerDuty("pager", "R0UTINGKEY0123456789", url=http_sink.base + "/v2/enqueue")
+    channel.deliver(alert(True))
+    channel.deliver(alert(False))
+    trigger, resolve = (r.json() for r in http_sink.at("/v2/enqueue"))
+    assert trigger["event_action"] == "trigger" and resolve["event_action"] == "resolve"
+    assert trigger["dedup_key"] == resolve["dedup_key"] == "cronwarden/billing-sync/failing"
+    assert trigger["routing_key"] == "R0UTINGKEY0123456789"
+    payload = trigger["payload"]
+    assert payload["severity"] == "error" and payload["component"] == "billing-sync"
+    assert payload["group"] == "team-data" and payload["class"] == "failing"
+    assert payload["custom_details"]["owner"] == "team-data"
+    assert "payload" not in resolve
+    assert dedup_key("billing-sync", "missed") != dedup_key("billing-sync", "failing")
+
+
+def test_pagerduty_test_alert_leaves_no_incident_open(http_sink: HttpSink) -> None:
+    channel = PagerDuty("pager", "R0UTINGKEY0123456789", url=http_sink.base + "/v2/enqueue")
+    test = Alert("cronwarden-notify-test", Condition.FAILING, True, "test", extra={"test": True})
+    channel.deliver_test(test)
+    actions = [(r.json()["event_action"], r.json()["dedup_key"]) for r in http_sink.received]
+    key = "cronwarden/cronwarden-notify-test/test"
+    assert actions == [("trigger", key), ("resolve", key)]
+    assert http_sink.received[0].json()["payload"]["severity"] == "info"
+
+
+@pytest.mark.parametrize("card", ["adaptive", "messagecard"])
+def test_teams_posts_a_card(http_sink: HttpSink, card: str) -> None:
+    Teams("teams", http_sink.base + "/webhookb2/abc", card=card).deliver(alert())
+    body = http_sink.at("/webhookb2/abc")[0].json()
+    if card == "adaptive":
+        assert body["type"] == "message"
+        (attachment,) = body["attachments"]
+        assert attachment["contentType"] == "application/vnd.microsoft.card.adaptive"
+        content = attachment["content"]
+        assert content["type"] == "AdaptiveCard"
+        assert content["body"][0]["text"] == "FIRING failing: billing-sync (owner team-data)"
+        facts = {f["title"]: f["value"] for f in content["body"][2]["facts"]}
+    else:
+        assert body["@type"] == "MessageCard" and body["themeColor"] == "D13438"
+        facts = {f["name"]: f["value"] for f in body["sections"][0]["facts"]}
+    assert facts["Owner"] == "team-data" and facts["Tags"] == "billing"
+
+
+def test_email_over_smtp_with_login(smtp_sink: SmtpSink) -> None:
+    channel = Email(
+        "mail",
+        host=smtp_sink.host,
+        port=smtp_sink.port,
+        tls="none",
+        sender="cronwarden@example.test",
+        recipients=["oncall@example.test", "data@example.test"],
+        username="cronwarden",
+        password="smtp-pass-1234",
+    )
+    channel.deliver(alert())
+    (mail_from, rcpt, message) = smtp_sink.messages[0]
+    assert mail_from == "cronwarden@example.test"
+    assert rcpt == ["oncall@example.test", "data@example.test"]
+    assert message["Subject"] == "[cronwarden] FIRING failing: billing-sync (owner team-data)"
+    body = message.get_content()
+    assert "3 consecutive failures" in body and "owner: team-data" in body
+    assert smtp_sink.logins == [("cronwarden", "smtp-pass-1234")]
+
+
+def test_email_to_a_dead_server_is_a_delivery_error_without_the_password() -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    channel = Email(
+        "mail",
+        host="127.0.0.1",
+        port=port,
+        tls="none",
+        sender="cronwarden@example.test",
+        recipients=["oncall@example.test"],
+        username="cronwarden",
+        password="wrong-pass-5678",
+        timeout=2,
+    )
+    with pytest.raises(DeliveryError) as caught:
+        channel.deliver(alert())
+    assert f"127.0.0.1:{port}" in str(caught.value)
+    assert "wrong-pass-5678" not in str(caught.value)
+
+
+def test_starttls_against_a_server_without_it_fails_loudly(smtp_sink: SmtpSink) -> None:
+    channel = Email(
+        "mail",
+        host=smtp_sink.host,
+        port=smtp_sink.port,
+        tls="starttls",
+        sender="cronwarden@example.test",
+        recipients=["oncall@example.test"],
+    )
+    with pytest.raises(DeliveryError, match="STARTTLS"):
+        channel.deliver(alert())
+    assert smtp_sink.messages == []
+
+
+def test_http_errors_raise_on_deliver_and_are_logged_on_notify(
+    http_sink: HttpSink, log_lines: Callable[[], list[dict[str, Any]]]
+) -> None:
+    url = http_sink.base + "/hooks/T0/B0/xyz-very-secret-path"
+    http_sink.status["/hooks/T0/B0/xyz-very-secret-path"] = 500
+    channel = SlackWebhook("chat", url)
+    with pytest.raises(DeliveryError, match="HTTP 500"):
+        channel.deliver(alert())
+    channel.notify(alert())  # never raises: the watcher and the other channels go on
+    assert channel.failures == 1
+    (line,) = [x for x in log_lines() if x["event"] == "alert.delivery_failed"]
+    assert line["channel"] == "chat" and line["job"] == "billing-sync"
+    assert "xyz-very-secret-path" not in json.dumps(log_lines())
+
+
+def test_unreachable_endpoint_is_a_delivery_error() -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(DeliveryError, match="cannot connect"):
+        SlackWebhook("chat", f"http://127.0.0.1:{port}/x", timeout=2).deliver(alert())
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key (the test's own CA, trusted via ``ca_file``)."""
+    import datetime as dt
+    import ipaddress
+
+    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+def test_email_upgrades_with_starttls_before_logging_in(tmp_path: Path) -> None:
+    import ssl
+
+    from aiosmtpd.controller import Controller
+    from aiosmtpd.smtp import AuthResult
+
+    cert, key = _self_signed(tmp_path)
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(cert, key)
+    got: list[tuple[bool, str]] = []
+
+    class Handler:
+        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+            got.append((session.ssl is not None, envelope.content.decode()))
+            return "250 OK"
+
+    port = free_port()
+    controller = Controller(
+        Handler(),
+        hostname="127.0.0.1",
+        port=port,
+        tls_context=server_tls,
+        require_starttls=True,
+        auth_require_tls=True,
+        authenticator=lambda *args: AuthResult(success=True),
+    )
+    controller.start()
+    try:
+        channel = Email(
+            "mail",
+            host="127.0.0.1",
+            port=port,
+            tls="starttls",
+            sender="cronwarden@example.test",
+            recipients=["oncall@example.test"],
+            username="cronwarden",
+            password="tls-only-password",
+            ca_file=str(cert),
+        )
+        channel.deliver(alert())
+        untrusted = Email(
+            "mail",
+            host="127.0.0.1",
+            port=port,
+            tls="starttls",
+            sender="cronwarden@example.test",
+            recipients=["oncall@example.test"],
+        )
+        with pytest.raises(DeliveryError, match="CERTIFICATE_VERIFY_FAILED"):
+            untrusted.deliver(alert())
+    finally:
+        controller.stop()
+    ((encrypted, content),) = got
+    assert encrypted and "billing-sync failing" in content
