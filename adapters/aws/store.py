@@ -44,7 +44,18 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from cronwarden.errors import CommitConflict, StoreUnavailable
-from cronwarden.ports import Create, Delete, Key, Merge, Op, Record, Store, Update, Version
+from cronwarden.ports import (
+    Create,
+    Delete,
+    Key,
+    Merge,
+    Op,
+    Record,
+    Store,
+    StoreCapabilities,
+    Update,
+    Version,
+)
 
 from ._clients import client
 from .errors import error_code, store_error
@@ -67,7 +78,11 @@ class DynamoStore(Store):
     Thread-safe (boto3 clients are).
     """
 
-    max_commit_ops = 100  #: TransactWriteItems limit
+    #: TransactWriteItems: 100 items; ADD increments in the write itself; no max in update
+    #: expressions, so a maximum reads the item first (one more round trip, counted)
+    capabilities = StoreCapabilities(
+        max_commit_ops=100, atomic_increment=True, atomic_maximum=False
+    )
     merge_attempts = 30  #: tries of a commit whose read-then-write maximum keeps losing races
     conflict_attempts = 8  #: tries of a transaction refused by a concurrent transaction
 
@@ -198,10 +213,10 @@ class DynamoStore(Store):
         for attempt in range(self.merge_attempts):
             items: list[dict[str, Any]] = []
             for index, op in enumerate(ops):
-                current = None
+                current: dict[str, Any] | None = None
                 if index in reads:
                     self._count()  # the read a maximum needs is a round trip of its own
-                    current = self._read(op.key)
+                    current = self._read(op.key) or {}
                 items.append(self._item(op, versions[index], current))
             if attempt:
                 self._count()  # a resent transaction is one more round trip
@@ -212,6 +227,14 @@ class DynamoStore(Store):
                     what="TransactWriteItems",
                 )
                 return versions
+            except ValueError as exc:
+                # ADD refuses a field stored as null; the Merge contract counts null as 0:
+                # apply those increments against what is read, like a maximum.
+                bumps = {i for i, op in enumerate(ops) if isinstance(op, Merge) and op.increments}
+                if "incorrect data type" not in str(exc) or bumps <= reads:
+                    raise
+                reads |= bumps
+                continue
             except _Cancelled as cancelled:
                 failed = cancelled.failed_index()
                 if failed is None:  # refused by a concurrent transaction: nothing applied
@@ -408,16 +431,22 @@ def _merge_update(
     values.update({":k": {"S": op.key.kind}, ":jk": {"S": op.key.job + _SEP + op.key.id}})
     adds: list[str] = []
     fields = dict(op.fields)
-    if op.maximums:
-        existing = {} if current is None else _data(current)
-        for name, floor in op.maximums.items():
+    read = current is not None  # {}: read, and absent
+    existing = _data(current) if current else {}
+    for name, floor in op.maximums.items():
+        value = existing.get(name)
+        fields[name] = floor if not isinstance(value, int) else max(value, floor)
+    increments = dict(op.increments)
+    if read:  # applied against what was read (null or missing count as 0)
+        for name, amount in increments.items():
             value = existing.get(name)
-            fields[name] = floor if not isinstance(value, int) else max(value, floor)
+            fields[name] = (value if isinstance(value, int) else 0) + amount
+        increments = {}
     for n, (name, value) in enumerate(fields.items()):
         names[f"#f{n}"] = FIELD_PREFIX + name
         values[f":f{n}"] = encode(value)
         sets.append(f"#f{n} = :f{n}")
-    for n, (name, amount) in enumerate(op.increments.items()):
+    for n, (name, amount) in enumerate(increments.items()):
         names[f"#i{n}"] = FIELD_PREFIX + name
         values[f":i{n}"] = {"N": str(int(amount))}
         adds.append(f"#i{n} :i{n}")
@@ -433,8 +462,8 @@ def _merge_update(
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
     }
-    if op.maximums:  # written against what was read: a concurrent writer fails (and retries) it
-        if current is None:
+    if read:  # written against what was read: a concurrent writer fails (and retries) it
+        if not current:
             update["ConditionExpression"] = "attribute_not_exists(pk)"
         else:
             update["ConditionExpression"] = "#v = :old"
