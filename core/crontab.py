@@ -118,7 +118,7 @@ class CronEntry:
 
     @property
     def schedule(self) -> Schedule | None:
-        if self.cron is None or self.timezone is None:
+        if self.cron is None or self.timezone is None or self.refusal is not None:
             return None
         return Schedule(self.cron, self.timezone)
 
