@@ -145,9 +145,9 @@ def import_crontab(
     problems = [f"--skip {n}: line {n} is not a schedule line" for n in skip if n not in known]
     problems += [f"line {e.lineno}: {e.refusal}" for e in table.refused if e.lineno not in skip]
     problems += [f"line {n}: {why}" for n, _t, why in table.invalid if n not in skip]
+    names = job_names([e for e in table.entries if e.lineno not in skip])
     try:
         Retry(max_attempts=max_attempts)
-        names = job_names([e for e in table.entries if e.lineno not in skip])
         for entry in table.entries:
             if entry.lineno in names and entry.refusal is None and entry.cron and entry.timezone:
                 job(
@@ -158,6 +158,8 @@ def import_crontab(
                 )
     except InvalidJobDefinition as exc:
         problems.append(str(exc))
+    if not problems and not names:
+        problems.append(f"{crontab} has no schedule line to import")
     if problems:
         _refuse(problems, "nothing written; fix the lines or --skip them")
     target = Path(out)

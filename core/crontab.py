@@ -275,9 +275,10 @@ def _entry(
     if len(parts) <= words_needed:
         if line.startswith("@") or len(parts) >= 5:
             spec = " ".join(parts[: words_needed - (1 if system else 0)])
-            return CronEntry(
-                lineno, raw, spec, "", None, None, env, refusal="the line has no command"
+            why = "the line has no command" + (
+                " (a system crontab line is: schedule, user, command)" if system else ""
             )
+            return CronEntry(lineno, raw, spec, "", None, None, env, refusal=why)
         return None
     spec_words = parts[: 1 if line.startswith("@") else 5]
     user = parts[len(spec_words)] if system else None

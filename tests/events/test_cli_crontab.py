@@ -156,3 +156,24 @@ def test_import_does_not_overwrite_without_force(crontab: Path, tmp_path: Path) 
     result = _cli("import-crontab", str(crontab), "--out", str(out))
     assert result.returncode == 2 and "exists" in result.stderr
     assert out.read_text() == "# mine\n"
+
+
+def test_import_refuses_bad_options_and_empty_crontabs(tmp_path: Path) -> None:
+    path, out = tmp_path / "crontab", tmp_path / "jobs.py"
+    path.write_text("0 3 * * * /bin/true\n")
+    bad = _cli(
+        "import-crontab", str(path), "--out", str(out), "--timezone", "UTC", "--max-runtime", "soon"
+    )
+    assert bad.returncode == 2 and "cannot parse duration 'soon'" in bad.stderr
+    attempts = _cli(
+        "import-crontab", str(path), "--out", str(out), "--timezone", "UTC", "--max-attempts", "0"
+    )
+    assert (
+        attempts.returncode == 2
+        and "retry.max_attempts must be between 1 and 100" in attempts.stderr
+    )
+    empty = tmp_path / "empty"
+    empty.write_text("# nothing\nMAILTO=a@b.c\n")
+    none = _cli("import-crontab", str(empty), "--out", str(out), "--timezone", "UTC")
+    assert none.returncode == 2 and "has no schedule line to import" in none.stderr
+    assert not out.exists()
