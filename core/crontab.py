@@ -303,7 +303,8 @@ def split_percent(command: str) -> tuple[str, str | None]:
     """Cron's ``%`` rule: ``(command, stdin)``; stdin None when there is no unescaped ``%``.
 
     In the command, ``\\%`` becomes ``%`` and other backslashes stay; in the input, unescaped
-    ``%`` become newlines and ``\\%`` becomes ``%`` (Vixie cron's do_command.c)."""
+    ``%`` become newlines, ``\\%`` becomes ``%`` and a final newline is added when missing
+    (Vixie cron's do_command.c)."""
     out: list[str] = []
     escaped = False
     for index, char in enumerate(command):
@@ -321,8 +322,10 @@ def split_percent(command: str) -> tuple[str, str | None]:
 
 
 def _stdin(text: str) -> str:
+    """do_command.c: ``\\%`` -> ``%``, ``%`` -> newline, ``\\x`` stays; a newline is added when
+    the last character written was not one (a trailing lone backslash does not count)."""
     out: list[str] = []
-    escaped = False
+    escaped = need_newline = False
     for char in text:
         if escaped:
             if char != "%":
@@ -332,8 +335,11 @@ def _stdin(text: str) -> str:
         escaped = char == "\\"
         if not escaped:
             out.append(char)
+            need_newline = char != "\n"
     if escaped:
         out.append("\\")
+    if need_newline:
+        out.append("\n")
     return "".join(out)
 
 

@@ -125,6 +125,9 @@ def _job(entry: CronEntry, name: str) -> list[str]:
         args.append(f"        require_env={secret!r},")
     if entry.stdin is not None:
         args.append(f"        stdin={entry.stdin!r},")
+    home = entry.env_value("HOME")
+    if home:
+        args.append(f"        cwd={home!r},  # cron runs commands in $HOME")
     lines += [
         f"def {_identifier(name)}(ctx: cronwarden.RunContext) -> None:",
         "    cronwarden.run_command(",

@@ -56,7 +56,7 @@ def test_inventory_lists_every_line_and_what_needs_a_decision(crontab: Path) -> 
     assert "@weekly = 0 0 * * 0" in out
     assert "[chained] starts 30 min after line 7" in out
     assert "[dom-or-dow]" in out and "[percent]" in out
-    assert "input:    'first line\\nsecond%line'" in out
+    assert "input:    'first line\\nsecond%line\\n'" in out
     assert "7 line(s) translate, 0 cannot, 4 need a decision" in out
     assert "[chained] starts 45 min after line 12" in out
     assert out.count("next:     ") == 7
@@ -147,7 +147,7 @@ def test_generated_jobs_succeed_fail_and_feed_stdin(
     assert "command exited with status 4; output tail: rotate" in weekly.detail
     cat = run_once(by_line["crontab line 12"], "2026-01-20T04:15+01:00")
     assert cat.kind is cronwarden.OutcomeKind.SUCCEEDED
-    assert cat.counters["command_output_bytes"] == len("first line\nsecond%line")
+    assert cat.counters["command_output_bytes"] == len("first line\nsecond%line\n")
 
 
 def test_import_does_not_overwrite_without_force(crontab: Path, tmp_path: Path) -> None:

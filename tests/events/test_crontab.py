@@ -174,11 +174,13 @@ def test_cron_tz_schedules_in_that_zone() -> None:
     [
         ("echo hello", "echo hello", None),
         ("date +\\%F", "date +%F", None),
-        ("mail -s hi root%line one%line two", "mail -s hi root", "line one\nline two"),
+        ("mail -s hi root%line one%line two", "mail -s hi root", "line one\nline two\n"),
         ("cat%a\\%b%", "cat", "a%b\n"),
         ("printf 'x\\ty'", "printf 'x\\ty'", None),
-        ("cat%back\\slash", "cat", "back\\slash"),
-        ("date +%F", "date +", "F"),  # the classic crontab bug, kept as cron ran it
+        ("cat%back\\slash", "cat", "back\\slash\n"),
+        ("cat%end\\", "cat", "end\\\n"),
+        ("cat%", "cat", ""),
+        ("date +%F", "date +", "F\n"),  # the classic crontab bug, kept as cron ran it
     ],
 )
 def test_percent_rule(raw: str, command: str, stdin: str | None) -> None:

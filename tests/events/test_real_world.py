@@ -61,7 +61,7 @@ def test_web_application_user_crontab(tmp_path: Path) -> None:
     dump = next(e for e in table.entries if e.lineno == 5)
     assert (dump.command, dump.stdin) == (
         "mysqldump mydb | gzip > /backups/db-$(date +",
-        "F).sql.gz",
+        "F).sql.gz\n",
     )
     assert all(e.mailto == "dev@example.com" for e in table.entries)
     module = tmp_path / "webapp_jobs.py"
@@ -79,3 +79,19 @@ def test_web_application_user_crontab(tmp_path: Path) -> None:
     assert jobs["invoice-run"].schedule.cron == "0 0 1 * *"
     assert jobs["curl"].schedule.cron == "*/30 8-18 * * 1-5"
     assert all(job.owner == "dev@example.com" for job in jobs.values())
+
+
+def test_commands_run_in_home_when_the_crontab_sets_it(tmp_path: Path) -> None:
+    from cronwarden.testing import capture_events, run_once
+
+    home = tmp_path / "home"
+    home.mkdir()
+    table = parse_crontab(f"HOME={home}\n0 1 * * * pwd\n", timezone="UTC")
+    module = tmp_path / "home_jobs.py"
+    module.write_text(render_module(table, max_runtime="1m", max_attempts=1))
+    (job,) = load_jobs(str(module))
+    with capture_events() as events:
+        outcome = run_once(job, "2026-01-20T01:00Z")
+    assert outcome.kind.value == "succeeded"
+    (done,) = [e for e in events if e.get("event") == "command.completed"]
+    assert done["output_tail"] == f"{home}\n"
