@@ -21,8 +21,9 @@ The dialect, as implemented by Vixie cron 4.1 and kept by its descendants:
 cronwarden's :class:`~cronwarden.schedule.Schedule` evaluates cron with cronsim, which implements
 the same day-of-month/day-of-week rule (the "starts with ``*``" test of Vixie cron) and the same
 ranges, steps, names and Sunday-as-7. What the two dialects read differently, or what
-cronwarden cannot do, is refused: a single value with a step (``5/15``: cronsim reads 5-59/15,
-Vixie cron rejects it), the non-Vixie extensions ``L``, ``W``, ``#`` and ``?``, backwards
+cronwarden cannot do, is refused: a single value with a step (``5/15``: Vixie cron 4.1 reads
+5 and ignores the step, cronie refuses it, cronsim reads 5-59/15), a command starting with
+``-`` (an option in Vixie cron 4), the non-Vixie extensions ``L``, ``W``, ``#`` and ``?``, backwards
 ranges, ``@reboot`` (there is no boot in a serverless job) and unknown ``@`` words.
 """
 
@@ -225,9 +226,9 @@ def _field(text: str, name: str, lo: int, hi: int, names: Sequence[str]) -> str:
         if match["hi"] is None:
             if step is not None:
                 raise ValueError(
-                    f"{name} {element!r}: a single value with a step is read as "
-                    f"{first}-{hi}/{step} by some crons and refused by Vixie cron; "
-                    f"write the range you mean"
+                    f"{name} {element!r}: crons disagree on a single value with a step "
+                    f"(Vixie cron 4.1 reads {first}, cronie refuses it, cronsim reads "
+                    f"{first}-{hi}/{step}); write the range you mean"
                 )
             out.append(str(first))
             continue
@@ -284,6 +285,12 @@ def _entry(
     user = parts[len(spec_words)] if system else None
     command, stdin = split_percent(parts[-1])
     base = CronEntry(lineno, raw, " ".join(spec_words), command, stdin, user, env)
+    if command.startswith("-"):
+        return _replace(
+            base,
+            refusal="a command starting with '-' is an option in Vixie cron 4 (-q: do not log) "
+            "and a command in other crons; remove the '-' part you do not mean",
+        )
     zone = _zone(env, timezone)
     flags = _flags(base)
     try:

@@ -78,7 +78,7 @@ def test_import_refuses_untranslatable_lines_and_writes_nothing(tmp_path: Path) 
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert lines[0].startswith("error: line 1: @reboot runs when a machine boots")
-    assert lines[1].startswith("error: line 2: minute '5/15': a single value with a step")
+    assert lines[1].startswith("error: line 2: minute '5/15': crons disagree on a single value")
     assert not out.exists()
     skipped = _cli(
         "import-crontab",

@@ -131,7 +131,8 @@ def test_nicknames(spec: str, cron: str) -> None:
     [
         ("@reboot /opt/start.sh", "@reboot runs when a machine boots"),
         ("@fortnightly /bin/true", "'@fortnightly' is not a cron nickname"),
-        ("5/15 * * * * /bin/true", "a single value with a step"),
+        ("5/15 * * * * /bin/true", "crons disagree on a single value with a step"),
+        ("0 1 * * * -q /bin/true", "a command starting with '-' is an option"),
         ("0 0 L * * /bin/true", "L and W are not Vixie cron syntax"),
         ("0 0 15W * * /bin/true", "L and W are not Vixie cron syntax"),
         ("0 0 * * 5#3 /bin/true", "L, W, # and ? are not Vixie cron syntax"),
