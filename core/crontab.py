@@ -185,6 +185,9 @@ def parse_crontab(
         if not line or line.startswith("#"):
             continue
         assignment = _env_line(lineno, line)
+        if isinstance(assignment, str):
+            invalid.append((lineno, raw, assignment))
+            continue
         if assignment is not None:
             env.append(assignment)
             continue
@@ -251,14 +254,27 @@ def _number(text: str, name: str, lo: int, hi: int, names: Sequence[str]) -> int
     return value
 
 
-def _env_line(lineno: int, line: str) -> EnvLine | None:
+def _env_line(lineno: int, line: str) -> EnvLine | str | None:
+    """An environment line, or why cron would not read this assignment as one, or None for a
+    line that is no assignment. Vixie cron 4.1 (``sscanf "%[^ =] = %[^\\n#]"``) and cronie (a
+    quote-aware parser) agree on plain ``NAME=value`` and ``NAME="quoted value"``; where they
+    disagree the line is refused."""
     match = _ENV.match(line)
     if match is None:
         return None
     name, value = match.group(1), match.group(2)
     if name.startswith("@") or name[0].isdigit() or name[0] in "*-,/":
         return None  # "*/5=..." or "0=..." are broken schedule lines, not assignments
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+    if not value:
+        return f'{name}= has no value: cron does not read it as a setting; write {name}=""'
+    if "#" in value:
+        return (
+            f"{name}: crons disagree on '#' in a value (Vixie cron ends the value there, "
+            "cronie keeps it)"
+        )
+    if value[0] in "'\"":
+        if len(value) < 2 or value[-1] != value[0]:
+            return f"{name}: the value opens a quote it does not close at the end of the line"
         value = value[1:-1]
     return EnvLine(lineno, name, value)
 

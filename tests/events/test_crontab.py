@@ -250,3 +250,18 @@ def test_decisions_are_flagged() -> None:
 def test_lines_that_are_neither_are_reported() -> None:
     table = parse_crontab("hello\n0 1 * * * ok\n", timezone="UTC")
     assert table.invalid == ((1, "hello", "not an environment line nor a schedule line"),)
+
+
+def test_environment_lines_the_crons_disagree_on_are_refused() -> None:
+    table = parse_crontab(
+        'MAILTO=\nFOO=a#b\nBAR="open\nBAZ="x" y\nOK = "a b"\n0 1 * * * true\n', timezone="UTC"
+    )
+    reasons = {lineno: why for lineno, _text, why in table.invalid}
+    assert reasons == {
+        1: 'MAILTO= has no value: cron does not read it as a setting; write MAILTO=""',
+        2: "FOO: crons disagree on '#' in a value "
+        "(Vixie cron ends the value there, cronie keeps it)",
+        3: "BAR: the value opens a quote it does not close at the end of the line",
+        4: "BAZ: the value opens a quote it does not close at the end of the line",
+    }
+    assert [(e.name, e.value) for e in table.env] == [("OK", "a b")]
