@@ -58,6 +58,7 @@ _EXPORTS = {
     "PermanentError": "errors",
     "FingerprintMismatch": "errors",
     "ConfigurationError": "errors",
+    "run_command": "command",
 }
 
 __all__ = [
@@ -97,10 +98,12 @@ __all__ = [
     "provider_from_env",
     "redact",
     "register_secret",
+    "run_command",
     "run_key",
 ]
 
 if TYPE_CHECKING:
+    from .command import run_command
     from .config import load_jobs, provider_from_env
     from .context import LedgerItem, RunContext, Uncertain
     from .engine import Engine, EngineSettings, Outcome, OutcomeKind

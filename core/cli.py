@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 import click
 
+from .cli_crontab import mount as mount_crontab
 from .cli_notify import notify
 from .errors import CronwardenError
 from .hosting.settings import JOBS_ENV, PROVIDER_ENV, WEBHOOK_ENV
@@ -97,6 +98,7 @@ def cli() -> None:
 
 
 cli.add_command(notify)
+mount_crontab(cli)
 
 
 @cli.command()

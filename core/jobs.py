@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import ModuleType
@@ -279,3 +279,35 @@ class JobSet:
 
     def __contains__(self, name: object) -> bool:
         return name in self._jobs
+
+
+def check_dependencies(after: Mapping[str, Iterable[str]]) -> None:
+    """Check a dependency graph ``{job: names it runs after}`` at import time: every name must
+    be declared and there must be no cycle. Raises :class:`InvalidJobDefinition` with one line
+    (``report: after 'exprot': no such job (known: export, report)``, or
+    ``dependency cycle: a -> b -> c -> a``). A job may not run after itself."""
+    known = sorted(after)
+    for name in known:
+        for upstream in after[name]:
+            if upstream not in after:
+                raise InvalidJobDefinition(
+                    f"{name}: after {upstream!r}: no such job (known: {', '.join(known)})"
+                )
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        path.append(name)
+        for upstream in sorted(set(after[name])):
+            if state.get(upstream) == 1:
+                cycle = [*path[path.index(upstream) :], upstream]
+                raise InvalidJobDefinition(f"dependency cycle: {' -> '.join(reversed(cycle))}")
+            if upstream not in state:
+                visit(upstream)
+        path.pop()
+        state[name] = 2
+
+    for name in known:
+        if name not in state:
+            visit(name)
