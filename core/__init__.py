@@ -28,6 +28,7 @@ _EXPORTS = {
     "CatchUp": "jobs",
     "Liveness": "jobs",
     "Overlap": "jobs",
+    "Expect": "expect",
     "Schedule": "schedule",
     "RunContext": "context",
     "LedgerItem": "context",
@@ -69,6 +70,7 @@ __all__ = [
     "CronwardenError",
     "Engine",
     "EngineSettings",
+    "Expect",
     "FingerprintMismatch",
     "InvalidJobDefinition",
     "Job",
@@ -104,6 +106,7 @@ if TYPE_CHECKING:
     from .config import load_jobs, provider_from_env
     from .context import LedgerItem, RunContext, Uncertain
     from .engine import Engine, EngineSettings, Outcome, OutcomeKind
+    from .expect import Expect
     from .errors import (
         Cancelled,
         ConfigurationError,

@@ -108,13 +108,18 @@ cli.add_command(notify)
     is_flag=True,
     help="Run every job's latest due window, work the queue until it is empty, report, and exit.",
 )
-def run(jobs_target: str, provider: str, workers: int, once: bool) -> None:
+@click.option("--metrics-port", type=int, help="Serve Prometheus text on this port (/metrics).")
+def run(
+    jobs_target: str, provider: str, workers: int, once: bool, metrics_port: int | None
+) -> None:
     """Run the jobs of MODULE: scheduler, workers and liveness watcher in one process."""
     from .liveness import Watcher
+    from .metrics_prometheus import serve_runner_metrics
     from .runtime import LocalRunner
 
     jobs, prov = _setup(jobs_target, provider)
     runner = LocalRunner(jobs, prov, workers=workers)
+    metrics = None if metrics_port is None else serve_runner_metrics(runner, metrics_port)
     try:
         if not once:
             runner.serve()
@@ -124,6 +129,8 @@ def run(jobs_target: str, provider: str, workers: int, once: bool) -> None:
         report = Watcher(jobs, runner.store, runner.queue, notifiers=[]).check()
         _print_status(report)
     finally:
+        if metrics is not None:
+            metrics.close()
         prov.close()
 
 

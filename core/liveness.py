@@ -45,6 +45,8 @@ class Condition(enum.StrEnum):
     STUCK = "stuck"
     SKIPPING = "skipping"
     DEAD_LETTERS = "dead_letters"
+    SUSPICIOUS = "suspicious"  #: the newest success broke the job's expectations
+    SLOW = "slow"  #: a run took (or takes) over ``slow_factor`` x the job's p50 baseline
 
 
 @dataclass(frozen=True)
@@ -221,6 +223,9 @@ class Watcher:
                 extra={"skips": skips},
                 **common,
             )
+        from .ops_conditions import run_conditions
+
+        conditions.update(run_conditions(job, status, now, common))
         conditions = {kind: _about(job, alert) for kind, alert in conditions.items()}
         return JobHealth(job, status, conditions, last_success, last_window, expected_next)
 
