@@ -106,7 +106,6 @@ if TYPE_CHECKING:
     from .config import load_jobs, provider_from_env
     from .context import LedgerItem, RunContext, Uncertain
     from .engine import Engine, EngineSettings, Outcome, OutcomeKind
-    from .expect import Expect
     from .errors import (
         Cancelled,
         ConfigurationError,
@@ -116,6 +115,7 @@ if TYPE_CHECKING:
         LeaseLost,
         PermanentError,
     )
+    from .expect import Expect
     from .jobs import CatchUp, Job, JobSet, Liveness, Overlap, Retry, job
     from .liveness import Alert, Condition, Watcher
     from .model import RunRequest, RunState, run_key

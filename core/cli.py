@@ -363,6 +363,7 @@ def _print_status(report: Any) -> None:
         "next expected",
         "state",
         "failures",
+        "duration (p50 / p95)",
         "alerts",
     ):
         table.add_column(column)
@@ -375,6 +376,7 @@ def _print_status(report: Any) -> None:
             _fmt(item.expected_next),
             str(st.get("status") or "-"),
             str(st.get("consecutive_failures") or 0),
+            item.duration_text,
             ", ".join(c.value for c in item.conditions) or "ok",
         )
     console = Console()

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from .baseline import baseline_fields
 from .claiming import Claim, Claimer, Refusal
 from .context import RunContext, RunInfo
 from .errors import (
@@ -33,7 +34,6 @@ from .errors import (
     RunInterrupted,
     UnknownJob,
 )
-from .baseline import baseline_fields
 from .jobs import Job, JobSet
 from .lease import Clock, Lease, LeaseKeeper
 from .ledger import Ledger, Uncertain

@@ -87,6 +87,13 @@ class JobHealth:
     def healthy(self) -> bool:
         return not self.conditions
 
+    @property
+    def duration_text(self) -> str:
+        """The last run's duration beside the p50 / p95 baseline, for ``status``."""
+        from .ops_conditions import duration_text
+
+        return duration_text(self.job, self.status)
+
 
 @dataclass
 class Report:

@@ -69,6 +69,14 @@ def run_conditions(
     return found
 
 
+def duration_text(job: Job, status: dict[str, Any]) -> str:
+    """``"61 ms (p50 100 ms / p95 120 ms over 20 runs)"``; ``-`` before the first run."""
+    last = StatusRecord.from_data(status).duration_ms
+    base = baseline_of(job, status)
+    text = "-" if last is None else _ms(last)
+    return f"{text} ({base.describe()})" if base is not None else text
+
+
 def _slow(job: Job, what: str, factor: float, baseline: str, common: dict[str, Any]) -> Alert:
     return Alert(
         job.name,

@@ -121,7 +121,9 @@ def test_run_serves_prometheus_metrics(tmp_path: Path) -> None:
                     break
             except OSError:
                 if process.poll() is not None:
-                    raise AssertionError(process.stderr.read().decode() if process.stderr else "")
+                    raise AssertionError(
+                        process.stderr.read().decode() if process.stderr else ""
+                    ) from None
                 time.sleep(0.2)
         assert text is not None and kind.startswith("text/plain"), kind  # Prometheus text
         assert process.poll() is None
