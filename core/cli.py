@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 import click
 
-from .cli_doctor import doctor
+from .cli_doctor import doctor, drill
 from .cli_notify import notify
 from .errors import CronwardenError
 from .hosting.settings import JOBS_ENV, PROVIDER_ENV, WEBHOOK_ENV
@@ -99,6 +99,7 @@ def cli() -> None:
 
 cli.add_command(notify)
 cli.add_command(doctor)
+cli.add_command(drill)
 
 
 @cli.command()
