@@ -46,8 +46,8 @@ def jobset_of(target: ModuleType | JobSet | str) -> JobSet:
 
 
 def notifiers_for(settings: HostSettings) -> list[Notifier]:
-    """Deprecated (the composition now routes through :func:`alerting_for`): a JSON log line,
-    plus the webhook when one is configured."""
+    """A JSON log line, plus the webhook when one is configured: the notifiers of a host
+    without an alerting settings file (with one, :func:`alerting_for`'s router)."""
     notifiers: list[Notifier] = [LogNotifier()]
     if settings.webhook_url:
         notifiers.append(WebhookNotifier(settings.webhook_url))
@@ -77,7 +77,8 @@ class Composition:
 
     ``provider`` defaults to the one ``host.provider`` names (``provider_from_env``);
     ``notifiers`` to the router of :func:`alerting_for` ``host`` (the log line plus every
-    routed channel, each alert sent once per channel); ``hooks`` (run after every watcher
+    routed channel, each alert sent once per channel; without a settings file, the log line
+    and ``$CRONWARDEN_WEBHOOK_URL`` as :func:`notifiers_for`); ``hooks`` (run after every watcher
     check) to its :meth:`~cronwarden.alerting.settings.AlertingSettings.watcher_hooks` (the
     store heartbeat, plus the dead-man's switch when configured); ``host`` to
     :meth:`HostSettings.from_env`, read when first needed.
@@ -159,7 +160,13 @@ class Composition:
     def notifiers(self) -> list[Notifier]:
         with self._lock:
             if self._notifiers is None:
-                self._notifiers = [self.alerting.router()]
+                alerting = self.alerting
+                if alerting.source == "environment":
+                    # No settings file: the only channel is $CRONWARDEN_WEBHOOK_URL, which the
+                    # plain pair delivers identically (same body, same log line).
+                    self._notifiers = notifiers_for(self.host)
+                else:
+                    self._notifiers = [alerting.router()]
             return self._notifiers
 
     @property

@@ -133,3 +133,22 @@ def test_run_serves_prometheus_metrics(tmp_path: Path) -> None:
     err = process.stderr.read().decode() if process.stderr else ""
     logs = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
     assert any(line.get("event") == "metrics.serving" for line in logs), logs
+
+
+def test_without_a_settings_file_the_legacy_webhook_is_sent_once(
+    provider: LocalProvider,
+    http_sink: HttpSink,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CRONWARDEN_ALERTING_CONFIG", raising=False)
+    monkeypatch.delenv("CRONWARDEN_ALERTING_TOML", raising=False)
+    root = Composition(
+        JobSet([_job()]), provider=provider, host=HostSettings(webhook_url=f"{http_sink.base}/h")
+    )
+    watcher = root.watcher
+    watcher.clock = clock
+    watcher.check()
+    clock.advance(3 * 86400)
+    assert [a.kind.value for a in watcher.check().fired] == ["missed"]
+    assert len(http_sink.at("/h")) == 1
