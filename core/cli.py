@@ -13,6 +13,7 @@ import click
 
 from .cli_doctor import doctor, drill
 from .cli_notify import notify
+from .cli_pause import register as register_pause
 from .errors import CronwardenError
 from .hosting.settings import JOBS_ENV, PROVIDER_ENV, WEBHOOK_ENV
 from .redaction import redact
@@ -100,6 +101,7 @@ def cli() -> None:
 cli.add_command(notify)
 cli.add_command(doctor)
 cli.add_command(drill)
+register_pause(cli)
 
 
 @cli.command()
@@ -377,7 +379,7 @@ def _print_status(report: Any) -> None:
             f"{item.job.schedule.cron} ({item.job.schedule.timezone})",
             _fmt(item.last_success),
             _fmt(item.expected_next),
-            str(st.get("status") or "-"),
+            item.state_text,
             str(st.get("consecutive_failures") or 0),
             item.duration_text,
             ", ".join(c.value for c in item.conditions) or "ok",

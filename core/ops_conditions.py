@@ -88,3 +88,49 @@ def _slow(job: Job, what: str, factor: float, baseline: str, common: dict[str, A
         extra={"slow_factor": factor},
         **common,
     )
+
+
+def quiet_while_paused(
+    conditions: dict[Condition, Alert], status: dict[str, Any], due: datetime, now: datetime
+) -> None:
+    """Drop ``missed`` for a window that fell due while the job was paused, and ``skipping``
+    while it is paused; every other condition still fires."""
+    from .pause import active_pause, excused
+
+    if Condition.MISSED in conditions and excused(status, due, now):
+        del conditions[Condition.MISSED]
+    if Condition.SKIPPING in conditions and active_pause(status, now) is not None:
+        del conditions[Condition.SKIPPING]
+
+
+def snooze_filter(
+    status: dict[str, Any],
+    new: list[Alert],
+    gone: list[Alert],
+    current: dict[Condition, Alert],
+    now: datetime,
+) -> tuple[list[Alert], list[Alert], dict[str, Any]]:
+    """What to notify for one job given its snooze, and the status fields to write.
+
+    While snoozed, fired conditions are kept in ``snoozed_alerts`` instead of notified, and
+    recoveries are not announced. The first check after the snooze ends announces, once, the
+    snoozed conditions that still fire ("still firing after snooze") and clears the list."""
+    import dataclasses
+
+    from .pause import snooze_of
+
+    snooze = snooze_of(status)
+    held = [str(c) for c in status.get("snoozed_alerts") or []]
+    if snooze is not None and snooze.active(now):
+        if not new and not gone:
+            return [], [], {}
+        kept = sorted(set(held) | {a.kind.value for a in new})
+        return [], [], {"snoozed_alerts": kept} if kept != held else {}
+    if not held and snooze is None:
+        return new, gone, {}
+    still = [
+        dataclasses.replace(alert, text="still firing after snooze: " + alert.text)
+        for kind, alert in current.items()
+        if kind.value in held and alert not in new
+    ]
+    return [*new, *still], gone, {"snoozed_alerts": [], "snooze": None}
