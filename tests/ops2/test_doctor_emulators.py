@@ -213,3 +213,45 @@ def test_azure_wrong_queue_and_a_read_only_store(
     finally:
         store.close()
     assert check.ok is False and "Storage Table Data Contributor" in check.fix
+
+
+# -- drill on the cloud stores ----------------------------------------------------------------
+def _drill_on(store: Any, http_sink: Any) -> None:
+    from cronwarden.alerting.settings import load_settings
+    from cronwarden.drill import Drill
+    from cronwarden.ports import RUN, STATUS, Key
+
+    def nightly(ctx: RunContext) -> None:
+        return None
+
+    job = cronwarden.job("nightly", cron="0 2 * * *", max_runtime="10m", owner="team-data")(nightly)
+    toml = f'[channels.data]\ntype = "slack"\nurl = "{http_sink.base}/d"\nowners = ["team-data"]\n'
+    router = load_settings(env={"CRONWARDEN_ALERTING_TOML": toml}).router()
+    report = Drill(job, store, router).run()
+    assert report.ok, [s.line() for s in report.steps]
+    assert len(http_sink.at("/d")) == 1
+    assert store.query(RUN, "_drill-nightly") == []
+    assert store.get(Key(STATUS, "_drill-nightly")) is None
+    assert store.get(Key(STATUS, "nightly")) is None  # the real job untouched
+
+
+@pytest.mark.gcp
+def test_drill_on_firestore(gcp: dict[str, Any], http_sink: Any) -> None:
+    from cronwarden.adapters.gcp import FirestoreStore
+
+    store = FirestoreStore(f"cw-drill-{uuid.uuid4().hex[:8]}", emulator_host=gcp["fs"])
+    try:
+        _drill_on(store, http_sink)
+    finally:
+        store.close()
+
+
+@pytest.mark.azure
+def test_drill_on_table_storage(azurite: Any, azurite_table: str, http_sink: Any) -> None:
+    from cronwarden.adapters.azure import TableStore
+
+    store = TableStore.from_connection_string(azurite.connection_string, azurite_table)
+    try:
+        _drill_on(store, http_sink)
+    finally:
+        store.close()
