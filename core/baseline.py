@@ -43,8 +43,16 @@ def slot_for(job: Job, window: datetime) -> int:
     return (int(window.timestamp()) // _interval_seconds(job, window)) % BASELINE_RUNS
 
 
-def baseline_fields(job: Job, window: datetime, duration_ms: int) -> dict[str, Any]:
-    """The status fields a success of ``window`` that took ``duration_ms`` writes."""
+def baseline_fields(
+    job: Job, window: datetime, duration_ms: int, now: datetime | None = None
+) -> dict[str, Any]:
+    """The status fields a success of ``window`` that took ``duration_ms`` writes: none for a
+    window older than ``BASELINE_RUNS`` intervals before ``now`` (a backfill must not
+    overwrite the slots of recent windows with samples readers would discard as stale)."""
+    if now is not None:
+        span = BASELINE_RUNS * _interval_seconds(job, window)
+        if window.timestamp() <= now.timestamp() - span:
+            return {}
     return {slot_field(slot_for(job, window)): f"{int(window.timestamp())}:{int(duration_ms)}"}
 
 

@@ -342,7 +342,7 @@ class Engine:
         if reasons:
             run = run_suspicious(run, reasons)
         fields = status_succeeded(run, now, duration_ms, ctx.counters)
-        fields.update(baseline_fields(job, request.window, duration_ms))
+        fields.update(baseline_fields(job, request.window, duration_ms, now))
         success = {LAST_SUCCESS_WINDOW_TS: int(request.window.timestamp())}
         maximums: dict[str, int] = {}
         if self._success_window_is_plain(job, request, lease):

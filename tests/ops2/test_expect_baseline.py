@@ -221,3 +221,18 @@ def test_status_shows_p50_p95_beside_the_last_duration(
     watcher = Watcher(h.jobs, h.store, h.queue, notifiers=[], clock=clock, hooks=[])
     [item] = watcher.evaluate(h.store.query(STATUS), clock(), None)[0]
     assert item.duration_text == "130 ms (p50 120 ms / p95 138 ms over 5 runs)"
+
+
+def test_a_backfill_of_old_windows_leaves_the_recent_ring_alone(
+    make: Callable[..., Harness], clock: FakeClock
+) -> None:
+    h = make()
+    job = h.jobs["export"]
+    for index in range(5):
+        window = W + index * HOUR
+        clock.set(window + timedelta(minutes=1))
+        h.engine.execute(RunRequest("export", window))
+    before = samples(job, _status(h))
+    old = RunRequest("export", W - BASELINE_RUNS * HOUR, reason="backfill")
+    assert h.engine.execute(old).kind is OutcomeKind.SUCCEEDED
+    assert samples(job, _status(h)) == before
