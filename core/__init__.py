@@ -28,6 +28,7 @@ _EXPORTS = {
     "CatchUp": "jobs",
     "Liveness": "jobs",
     "Overlap": "jobs",
+    "Expect": "expect",
     "Schedule": "schedule",
     "RunContext": "context",
     "LedgerItem": "context",
@@ -70,6 +71,7 @@ __all__ = [
     "CronwardenError",
     "Engine",
     "EngineSettings",
+    "Expect",
     "FingerprintMismatch",
     "InvalidJobDefinition",
     "Job",
@@ -116,6 +118,7 @@ if TYPE_CHECKING:
         LeaseLost,
         PermanentError,
     )
+    from .expect import Expect
     from .jobs import CatchUp, Job, JobSet, Liveness, Overlap, Retry, job
     from .liveness import Alert, Condition, Watcher
     from .model import RunRequest, RunState, run_key

@@ -12,7 +12,9 @@ from typing import Any, NoReturn
 import click
 
 from .cli_crontab import mount as mount_crontab
+from .cli_doctor import doctor, drill
 from .cli_notify import notify
+from .cli_pause import register as register_pause
 from .errors import CronwardenError
 from .hosting.settings import JOBS_ENV, PROVIDER_ENV, WEBHOOK_ENV
 from .redaction import redact
@@ -99,6 +101,9 @@ def cli() -> None:
 
 cli.add_command(notify)
 mount_crontab(cli)
+cli.add_command(doctor)
+cli.add_command(drill)
+register_pause(cli)
 
 
 @cli.command()
@@ -110,13 +115,18 @@ mount_crontab(cli)
     is_flag=True,
     help="Run every job's latest due window, work the queue until it is empty, report, and exit.",
 )
-def run(jobs_target: str, provider: str, workers: int, once: bool) -> None:
+@click.option("--metrics-port", type=int, help="Serve Prometheus text on this port (/metrics).")
+def run(
+    jobs_target: str, provider: str, workers: int, once: bool, metrics_port: int | None
+) -> None:
     """Run the jobs of MODULE: scheduler, workers and liveness watcher in one process."""
     from .liveness import Watcher
+    from .metrics_prometheus import serve_runner_metrics
     from .runtime import LocalRunner
 
     jobs, prov = _setup(jobs_target, provider)
     runner = LocalRunner(jobs, prov, workers=workers)
+    metrics = None if metrics_port is None else serve_runner_metrics(runner, metrics_port)
     try:
         if not once:
             runner.serve()
@@ -126,6 +136,8 @@ def run(jobs_target: str, provider: str, workers: int, once: bool) -> None:
         report = Watcher(jobs, runner.store, runner.queue, notifiers=[]).check()
         _print_status(report)
     finally:
+        if metrics is not None:
+            metrics.close()
         prov.close()
 
 
@@ -358,6 +370,7 @@ def _print_status(report: Any) -> None:
         "next expected",
         "state",
         "failures",
+        "duration (p50 / p95)",
         "alerts",
     ):
         table.add_column(column)
@@ -368,8 +381,9 @@ def _print_status(report: Any) -> None:
             f"{item.job.schedule.cron} ({item.job.schedule.timezone})",
             _fmt(item.last_success),
             _fmt(item.expected_next),
-            str(st.get("status") or "-"),
+            item.state_text,
             str(st.get("consecutive_failures") or 0),
+            item.duration_text,
             ", ".join(c.value for c in item.conditions) or "ok",
         )
     console = Console()

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from .baseline import baseline_fields
 from .claiming import Claim, Claimer, Refusal
 from .context import RunContext, RunInfo
 from .errors import (
@@ -43,9 +44,11 @@ from .records import (
     CONSECUTIVE_FAILURES,
     LAST_SUCCESS_WINDOW_TS,
     RunRecord,
+    run_suspicious,
     status_failed,
     status_key_of,
     status_succeeded,
+    status_suspicious,
 )
 from .redaction import snippet
 
@@ -334,11 +337,19 @@ class Engine:
             counters=ctx.counters,
             error=None,
         )
+        # Expectations and the duration baseline ride in this same commit (no read).
+        reasons = job.expect.breaches(ctx.counters, duration_ms) if job.expect else []
+        if reasons:
+            run = run_suspicious(run, reasons)
         fields = status_succeeded(run, now, duration_ms, ctx.counters)
+        fields.update(baseline_fields(job, request.window, duration_ms, now))
         success = {LAST_SUCCESS_WINDOW_TS: int(request.window.timestamp())}
         maximums: dict[str, int] = {}
         if self._success_window_is_plain(job, request, lease):
             fields.update(success)
+            # Only the newest window sets or clears ``suspicious``: a late catch-up run must
+            # not hide a newer suspicious one (its reasons stay in its run record and log).
+            fields.update(status_suspicious(run, reasons, now))
         else:
             maximums = success  # raised, never lowered
         status = Merge(status_key_of(job.name), fields, maximums=maximums)
@@ -352,8 +363,24 @@ class Engine:
             duration_ms=duration_ms,
             counters=ctx.counters,
         )
+        detail = ""
+        if reasons:
+            detail = "suspicious: " + "; ".join(reasons)
+            log.event(
+                logging.WARNING,
+                "run.suspicious",
+                f"{job.name}: {request.run_key} succeeded but looks wrong: {'; '.join(reasons)}",
+                status="succeeded",
+                suspicious=reasons,
+                counters=ctx.counters,
+                duration_ms=duration_ms,
+            )
         return Outcome(
-            OutcomeKind.SUCCEEDED, request.run_key, ctx.run_id, counters=dict(ctx.counters)
+            OutcomeKind.SUCCEEDED,
+            request.run_key,
+            ctx.run_id,
+            detail=detail,
+            counters=dict(ctx.counters),
         )
 
     def _success_window_is_plain(self, job: Job, request: RunRequest, lease: Lease) -> bool:

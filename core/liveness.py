@@ -45,6 +45,8 @@ class Condition(enum.StrEnum):
     STUCK = "stuck"
     SKIPPING = "skipping"
     DEAD_LETTERS = "dead_letters"
+    SUSPICIOUS = "suspicious"  #: the newest success broke the job's expectations
+    SLOW = "slow"  #: a run took (or takes) over ``slow_factor`` x the job's p50 baseline
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,26 @@ class JobHealth:
     @property
     def healthy(self) -> bool:
         return not self.conditions
+
+    @property
+    def state_text(self) -> str:
+        """The last run's state, and the pause / snooze in force, for ``status``."""
+        from .pause import pause_of, snooze_of
+
+        text = str(self.status.get("status") or "-")
+        pause, snooze = pause_of(self.status), snooze_of(self.status)
+        if pause is not None:
+            text += f"; {pause.describe()}"
+        if snooze is not None and snooze.until is not None and snooze.active(datetime.now(UTC)):
+            text += f"; alerts snoozed until {iso(snooze.until)}"
+        return text
+
+    @property
+    def duration_text(self) -> str:
+        """The last run's duration beside the p50 / p95 baseline, for ``status``."""
+        from .ops_conditions import duration_text
+
+        return duration_text(self.job, self.status)
 
 
 @dataclass
@@ -221,6 +243,10 @@ class Watcher:
                 extra={"skips": skips},
                 **common,
             )
+        from .ops_conditions import quiet_while_paused, run_conditions
+
+        conditions.update(run_conditions(job, status, now, common))
+        quiet_while_paused(conditions, status, due, now)
         conditions = {kind: _about(job, alert) for kind, alert in conditions.items()}
         return JobHealth(job, status, conditions, last_success, last_window, expected_next)
 
@@ -251,6 +277,8 @@ class Watcher:
                 )
 
     def _check(self) -> Report:
+        from .ops_conditions import snooze_filter
+
         now = self.clock()
         statuses = self.store.query(STATUS)
         depth = self.queue.dlq_depth() if self.queue is not None else None
@@ -268,9 +296,9 @@ class Watcher:
                 for c in sorted(previous - current)
                 if c in Condition.__members__.values()
             ]
+            new, gone, fields = snooze_filter(item.status, new, gone, item.conditions, now)
             fired += new
             recovered += gone
-            fields: dict[str, Any] = {}
             if current != previous:
                 fields.update(alerts=sorted(current), alerts_updated_at=iso(now))
             if "first_seen_at" not in item.status:

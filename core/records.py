@@ -214,6 +214,7 @@ SKIPS_SINCE_SUCCESS = "skips_since_success"
 DUPLICATES = "duplicates"
 LAST_SUCCESS_WINDOW_TS = "last_success_window_ts"
 FIRST_SEEN_AT = "first_seen_at"
+SUSPICIOUS = "suspicious"  #: what the newest success broke of its expectations (or null)
 
 
 @dataclass(frozen=True)
@@ -263,6 +264,20 @@ class StatusRecord:
     def alerts(self) -> list[str]:
         return [str(a) for a in self.data.get("alerts") or []]
 
+    @property
+    def suspicious(self) -> list[str]:
+        """Why the newest success looks wrong (empty: it met its expectations)."""
+        return [str(r) for r in self.data.get(SUSPICIOUS) or []]
+
+    @property
+    def suspicious_run_key(self) -> str | None:
+        return _str_or_none(self.data.get("suspicious_run_key"))
+
+    @property
+    def duration_ms(self) -> int | None:
+        value = self.data.get("duration_ms")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> StatusRecord:
         return cls(data)
@@ -301,6 +316,24 @@ def status_succeeded(
         SKIPS_SINCE_SUCCESS: 0,
         "counters": dict(counters),
     }
+
+
+def status_suspicious(run: RunRecord, reasons: list[str], now: datetime) -> dict[str, Any]:
+    """Status fields a newest-window success writes about its expectations: the reasons it
+    broke (``suspicious``, null when it met them all), and which run and when."""
+    if not reasons:
+        return {SUSPICIOUS: None}
+    return {
+        SUSPICIOUS: list(reasons),
+        "suspicious_run_key": run.run_key,
+        "suspicious_window": run.window,
+        "suspicious_at": iso(now),
+    }
+
+
+def run_suspicious(run: RunRecord, reasons: list[str]) -> RunRecord:
+    """``run`` marked *succeeded, suspicious* with ``reasons`` (kept in the run record)."""
+    return run.with_(extra={**run.extra, SUSPICIOUS: list(reasons)})
 
 
 def status_failed(

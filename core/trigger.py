@@ -23,6 +23,7 @@ from .jobs import Job, JobSet
 from .logs import get_logger
 from .model import RunRequest, format_window
 from .ports import REDRIVE_ATTRIBUTE, Delivery, Publisher, Queue, Store
+from .probe import answer_probe, probe_token
 from .redaction import redact
 from .schedule import utc
 from .settlement import (
@@ -158,6 +159,10 @@ class Worker:
     def decide(self, delivery: Delivery, *, extend: Callable[[], None] | None = None) -> Decision:
         """Parse, execute and decide, once. ``extend`` is called on every lease renewal (keep
         the delivery invisible as long as the lease). Never settles anything itself."""
+        token = probe_token(delivery)
+        if token is not None:  # ``cronwarden doctor``'s probe: acknowledged, never run
+            answer_probe(self.engine.store, token, self.engine.worker_id, self.engine.now())
+            return Decision(Verdict.ack("probe"))
         try:
             request = RunRequest.from_json(delivery.body)
             if request.job not in self.engine.jobs:

@@ -12,10 +12,14 @@ import secrets
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from cronwarden.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue, QueueCapabilities
 
 from ._db import Database
+
+if TYPE_CHECKING:
+    from cronwarden.doctor import DeadLetterPolicy
 
 MAX_DELIVERIES_ATTRIBUTE = "cw-max-deliveries"
 _POLL_SECONDS = 0.05
@@ -141,6 +145,13 @@ class SQLiteQueue(Queue):
             return bool(
                 conn.execute(sql + " WHERE seq = ? AND receipt = ?", (*args, seq, receipt)).rowcount
             )
+
+    def dead_letter_policy(self) -> DeadLetterPolicy:
+        """For ``cronwarden doctor``: the dead-letter table always exists; the limit is this
+        queue's ``max_deliveries``."""
+        from cronwarden.doctor import DeadLetterPolicy
+
+        return DeadLetterPolicy(True, self.max_deliveries, "the SQLite queue's dead letters")
 
     def ack(self, delivery: Delivery) -> None:
         self._settle(delivery, "DELETE FROM messages")
