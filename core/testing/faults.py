@@ -18,6 +18,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
 from cronwarden.errors import CommitConflict, CommitOutcomeUnknown, StoreError, StoreUnavailable
 from cronwarden.ports import (
     ITEM,

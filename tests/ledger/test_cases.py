@@ -91,8 +91,8 @@ def item_states(store: Store) -> dict[str, str]:
 
 # -- case 1: a transient store error on a ledger batch commit ---------------------------------
 def test_unavailable_batch_commit_keeps_done_marks_for_the_failure_commit(store: Store) -> None:
-    """The batch commit that marks i0–i4 done fails past the retry budget: the run fails, the
-    failure commit carries the done marks, the retry does only i5–i9."""
+    """The batch commit that marks i0-i4 done fails past the retry budget: the run fails, the
+    failure commit carries the done marks, the retry does only i5-i9."""
     job = Fanout()
     faulty = FaultyStore(
         store, [Fault(UNAVAILABLE, match=both(marks("done"), marks("pending")), times=1000)]
