@@ -24,7 +24,7 @@ from cronwarden.adapters.local import SQLiteStore
 from cronwarden.engine import Engine, EngineSettings
 from cronwarden.errors import StoreUnavailable
 from cronwarden.jobs import JobSet
-from cronwarden.ports import Delivery
+from cronwarden.ports import Delivery, Key, Merge
 from cronwarden.settlement import Action
 from cronwarden.trigger import Worker
 from tests.support.harness import at
@@ -95,9 +95,9 @@ def test_stopped_writer_makes_the_worker_back_off_then_the_run_succeeds(
     delivery = Delivery("m1", RunRequest("ok", W).to_json(), {}, attempt=1)
     writer = StoppedWriter(tmp_path / "state.db")
     try:
+        state.get(Key("run", "ok", "x"))  # readers are not blocked (WAL)
         with pytest.raises(StoreUnavailable) as info:
-            state.get(cronwarden.ports.Key("run", "ok", "x"))
-            state.commit([cronwarden.ports.Merge(cronwarden.ports.Key("status", "ok"), {"a": 1})])
+            state.commit([Merge(Key("status", "ok"), {"a": 1})])
         line = str(info.value)
         assert "\n" not in line and str(tmp_path / "state.db") in line and "busy" in line
         decision = worker.decide(delivery)
@@ -150,6 +150,6 @@ def test_a_killed_writer_releases_the_file_at_once(state: SQLiteStore, tmp_path:
     """SQLite's locks are the process's: a stopped writer that is killed frees the file."""
     writer = StoppedWriter(tmp_path / "state.db")
     with pytest.raises(StoreUnavailable):
-        state.commit([cronwarden.ports.Merge(cronwarden.ports.Key("status", "ok"), {"a": 1})])
+        state.commit([Merge(Key("status", "ok"), {"a": 1})])
     writer.kill()
-    assert state.commit([cronwarden.ports.Merge(cronwarden.ports.Key("status", "ok"), {"a": 1})])
+    assert state.commit([Merge(Key("status", "ok"), {"a": 1})])
