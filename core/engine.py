@@ -347,8 +347,8 @@ class Engine:
         else:
             maximums = success  # raised, never lowered
         quarantined = sorted(set(ledger.quarantined))
+        run = run.with_(quarantined=quarantined)  # this attempt's, not a taken-over record's
         if quarantined:  # not a plain success: recorded until an operator resolves them
-            run = run.with_(quarantined=quarantined)
             fields[QUARANTINED] = self._quarantine_map(job, ledger.window, quarantined)
         status = Merge(status_key_of(job.name), fields, maximums=maximums)
         if not self._record(job, request, lease, run, status, ledger, log):

@@ -264,3 +264,20 @@ def valid_key(raw: Any) -> str:
     if len(text) > MAX_ITEM_KEY_CHARS:
         raise ValueError(f"item key {text[:40]!r}… is over {MAX_ITEM_KEY_CHARS} characters")
     return text
+
+
+def quarantined_text(job: str, quarantined: dict[str, list[str]], *, shown: int = 10) -> str:
+    """The ``quarantined`` alert: which items of which windows wait for an operator."""
+    total = sum(len(keys) for keys in quarantined.values())
+    parts = []
+    for window, keys in sorted(quarantined.items()):
+        listed = ", ".join(keys[:shown]) + (
+            f" (+{len(keys) - shown} more)" if len(keys) > shown else ""
+        )
+        parts.append(f"{window}: {listed}")
+    return (
+        f"{job} quarantined: {total} ledger item(s) were left pending by an owner that died "
+        f"mid-item and were skipped ({'; '.join(parts)}). First check: did their side effect "
+        f"happen? Then `cronwarden ledger resolve {job} --window W ITEM… --as done|redo "
+        "--reason …`."
+    )

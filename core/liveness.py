@@ -26,6 +26,7 @@ from zoneinfo import ZoneInfo
 from .alerting.text import format_instant, job_fields, job_suffix
 from .durations import format_duration
 from .jobs import Job, JobSet
+from .ledger import quarantined_text
 from .logs import get_logger
 from .model import format_window
 from .notify import LogNotifier, Notifier
@@ -45,6 +46,7 @@ class Condition(enum.StrEnum):
     STUCK = "stuck"
     SKIPPING = "skipping"
     DEAD_LETTERS = "dead_letters"
+    QUARANTINED = "quarantined"  #: ledger items quarantined, until `cronwarden ledger resolve`
 
 
 @dataclass(frozen=True)
@@ -219,6 +221,16 @@ class Watcher:
                 "the lock record and whether its owner is still alive.",
                 first_check="lock record",
                 extra={"skips": skips},
+                **common,
+            )
+        if record.quarantined:  # [ledger] items a human must check
+            conditions[Condition.QUARANTINED] = Alert(
+                job.name,
+                Condition.QUARANTINED,
+                True,
+                quarantined_text(job.name, record.quarantined),
+                first_check=f"cronwarden ledger list {job.name}",
+                extra={"quarantined": record.quarantined},
                 **common,
             )
         conditions = {kind: _about(job, alert) for kind, alert in conditions.items()}
