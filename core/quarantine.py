@@ -130,20 +130,20 @@ def _resolve_once(
     resolution: dict[str, str],
 ) -> Resolved:
     items: dict[str, Record] = {}
-    for record in store.query(ITEM, job, prefix=f"{window}/"):
-        items[ItemRecord.from_data(record.data).key] = record
+    for stored_item in store.query(ITEM, job, prefix=f"{window}/"):
+        items[ItemRecord.from_data(stored_item.data).key] = stored_item
     ops: list[Op] = []
     for key in wanted:
-        record = items.get(key)
-        state = None if record is None else ItemRecord.from_data(record.data).state
-        if record is None or state != QUARANTINED:
+        found = items.get(key)
+        state = None if found is None else ItemRecord.from_data(found.data).state
+        if found is None or state != QUARANTINED:
             raise ResolutionRefused(
                 f"{job} {window}: item {key!r} is {state or 'unknown'}, not quarantined "
                 f"(see `cronwarden ledger list {job} --window {window}`)"
             )
-        data = {**record.data, "state": DONE if as_ == "done" else RELEASED}
+        data = {**found.data, "state": DONE if as_ == "done" else RELEASED}
         data["resolution"] = resolution
-        ops.append(Update(item_key_of(job, window, key), data, record.version))
+        ops.append(Update(item_key_of(job, window, key), data, found.version))
     rerun = None
     if as_ == "redo":
         stored = store.get(run_key_of(job, window))

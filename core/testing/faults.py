@@ -108,7 +108,7 @@ class FaultyStore(Store):
         self._guard = threading.Lock()
 
     # round trips and observers are the inner store's
-    @property  # type: ignore[override]
+    @property
     def round_trips(self) -> int:
         return self.inner.round_trips
 

@@ -65,7 +65,7 @@ def cw(tmp_path: Path, *args: str) -> tuple[int, str]:
 
 
 def quarantined_run(setup) -> None:  # type: ignore[no-untyped-def]
-    provider, handler, engine, _, _ = setup
+    provider, _handler, engine, _, _ = setup
     assert engine.execute(RunRequest("fan", W)).kind is OutcomeKind.FAILED
     second = engine.execute(RunRequest("fan", W))
     assert second.kind is OutcomeKind.SUCCEEDED and second.reason == "quarantined"
@@ -77,7 +77,7 @@ def quarantined_run(setup) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_quarantine_alerts_until_resolved_done(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    provider, handler, engine, jobs, clock = setup
+    provider, _handler, _engine, jobs, clock = setup
     quarantined_run(setup)
     watcher = Watcher(jobs, provider.store(), None, notifiers=[], clock=clock)
     report = watcher.check()
@@ -124,7 +124,7 @@ def test_quarantine_alerts_until_resolved_done(setup, tmp_path: Path) -> None:  
 
 
 def test_resolve_redo_runs_the_window_again_for_those_items(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    provider, handler, engine, jobs, clock = setup
+    provider, handler, engine, _jobs, _clock = setup
     quarantined_run(setup)
     before = dict(handler.effects)
     code, out = cw(
