@@ -46,10 +46,13 @@ from .errors import (
     RunInterrupted,
     StoreUnavailable,
 )
+from .logs import get_logger
 from .ports import Delete, Key, Merge, Op, Store, Update, Version
 from .records import LockRecord, RunRecord, iso, parse_iso
+from .redaction import redact
 
 Clock = Callable[[], datetime]
+_log = get_logger("lease")
 
 
 def new_write_id() -> str:
@@ -234,6 +237,7 @@ class Lease:
                 with contextlib.suppress(StoreUnavailable):  # unreadable: try again below
                     landed = self._read_back(write_id, lock_kept, len(ops))
                     self.resolved_unknown += 1
+                    self._note("store.unknown_resolved", exc, landed=landed is not None)
                     if landed is not None:
                         return landed
             except StoreUnavailable as exc:
@@ -241,8 +245,22 @@ class Lease:
             if time.monotonic() >= give_up or self.clock() >= self._expires:
                 raise error
             self.retried_unavailable += 1
+            self._note("store.retry", error)
             time.sleep(pause * (0.5 + random.random() / 2))
             pause = min(2.0, pause * 2)
+
+    def _note(self, event: str, error: BaseException, **fields: object) -> None:
+        what = {
+            "store.retry": "store did not apply a write; sending it again",
+            "store.unknown_resolved": "commit of unknown outcome read back",
+        }[event]
+        _log.warning(
+            "%s: %s (%s)",
+            self.run.run_key,
+            what,
+            redact(str(error))[:300],
+            extra={"event": event, "run_key": self.run.run_key, **fields},
+        )
 
     def _read_back(
         self, write_id: str, lock_kept: bool, count: int, *, resend: bool = True
