@@ -59,8 +59,8 @@ def _scenario(
         finally:
             trial.close()
         verdicts.append(verdict)
-        for name, value in counts.items():
-            seen[name] = seen.get(name, 0) + value
+        for event, value in counts.items():
+            seen[event] = seen.get(event, 0) + value
     record(
         results,
         name,
@@ -73,12 +73,6 @@ def _scenario(
         )
         + f"; {ITEMS} items in batches of 5, 2 workers",
         extra=seen,
-    )
-    print(
-        name,
-        stack.name,
-        {k: results[-1][k] for k in ("duplicates", "losses", "redone_uncertain", "effects")},
-        seen,
     )
     assert_clean(verdicts)
     assert seen["leases_lost"] == 0, f"{seen['leases_lost']} lease(s) lost to store failures"
