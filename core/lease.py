@@ -97,6 +97,8 @@ class Lease:
         stored = parse_iso(iso(run.lease_expires)) if run.lease_expires else None
         self._expires: datetime = stored or self.last_write + ttl
         self.renewals = 0
+        #: set to stop a write's retries at once (the keeper's renewal when the run ends)
+        self.quit_retrying = threading.Event()
         self.resolved_unknown = 0  #: commits of unknown outcome settled by reading back
         self.retried_unavailable = 0  #: writes sent again after the store did not apply them
         #: when the run must stop by this owner's clock (claim time + max runtime; set by the
@@ -244,9 +246,10 @@ class Lease:
                 error = exc
             if time.monotonic() >= give_up or self.clock() >= self._expires:
                 raise error
+            if self.quit_retrying.wait(pause * (0.5 + random.random() / 2)):
+                raise error
             self.retried_unavailable += 1
             self._note("store.retry", error)
-            time.sleep(pause * (0.5 + random.random() / 2))
             pause = min(2.0, pause * 2)
 
     def _note(self, event: str, error: BaseException, **fields: object) -> None:
@@ -327,8 +330,10 @@ class LeaseKeeper(threading.Thread):
 
     def stop(self) -> None:
         self._halt.set()
+        self.lease.quit_retrying.set()  # a renewal stuck retrying a failing store gives up
         if self.is_alive() and threading.current_thread() is not self:
             self.join()
+        self.lease.quit_retrying.clear()  # the run's last commit retries as usual
 
     def run(self) -> None:
         lease = self.lease
