@@ -33,7 +33,7 @@ def _count(trial: Trial, event: bytes) -> int:
 
 
 def _trial(trial: Trial, **env: str) -> tuple[Verdict, dict[str, int]]:
-    trial.start_workers(2, CW_CHAOS_RUNTIME="4s", **env)
+    trial.start_workers(2, CW_CHAOS_RUNTIME="15s", **env)  # a cold emulator claim can take 7 s
     request = RunRequest("chaos-fanout", W0, payload={"items": ITEMS, "delay": 0.01})
     trial.publish(request)
     trial.wait_terminal([request.run_key], deadline=180)
@@ -71,7 +71,7 @@ def _scenario(
             f"worker, retry budget {env['CW_CHAOS_STORE_RETRY']} s"
             for t, env in enumerate(envs)
         )
-        + f"; {ITEMS} items in batches of 5, 2 workers",
+        + f"; {ITEMS} items in batches of 5, 2 workers, lease 15 s + 1 s margin",
         extra=seen,
     )
     assert_clean(verdicts)
