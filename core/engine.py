@@ -435,6 +435,7 @@ class Engine:
             duration_ms=duration_ms,
             counters=ctx.counters,
             error=text,
+            quarantined=sorted(set(ledger.quarantined)),
         )
         status = Merge(
             status_key_of(job.name),
