@@ -13,6 +13,7 @@ import click
 
 from .cli_crontab import mount as mount_crontab
 from .cli_doctor import doctor, drill
+from .cli_ledger import ledger
 from .cli_notify import notify
 from .cli_pause import register as register_pause
 from .errors import CronwardenError
@@ -104,6 +105,7 @@ mount_crontab(cli)
 cli.add_command(doctor)
 cli.add_command(drill)
 register_pause(cli)
+cli.add_command(ledger)
 
 
 @cli.command()

@@ -123,8 +123,15 @@ class RunContext:
         encoded = json.dumps(value)
         if len(encoded.encode()) > MAX_CHECKPOINT_BYTES:
             raise ValueError(f"checkpoint is over {MAX_CHECKPOINT_BYTES} bytes; store a pointer")
-        self._lease.write(self._ledger.take_done(), checkpoint=json.loads(encoded))
+        self._write(checkpoint=json.loads(encoded))
         self._checkpoint = value
+
+    def _write(self, marks: list[Any] | None = None, **run_changes: Any) -> None:
+        """One fenced write carrying the ledger's owed marks (and ``marks``); the owed marks
+        are forgotten only once the store acknowledged it."""
+        sent = self._ledger.outgoing()
+        self._lease.write([*sent.ops, *(marks or [])], **run_changes)
+        self._ledger.acknowledge(sent)
 
     # -- the ledger -------------------------------------------------------------------------
     def items(
@@ -151,21 +158,27 @@ class RunContext:
             raise ValueError("batch_size must be at least 1")
         key_of = key_function(key)
         iterator = iter(iterable)
-        while batch := list(islice(iterator, size)):
-            self.check()
-            claimed = self._ledger.claim(
-                batch, key_of, fingerprint_of, self.count, self._quarantined
-            )
-            if not claimed.marks:
-                continue
-            self._lease.write(self._ledger.take_done() + claimed.marks)
-            self._ledger.unstarted = [(ready.key, fp) for ready, fp in claimed.todo]
-            for ready, fp in claimed.todo:
+        loop = self._ledger.open_loop()
+        try:
+            while batch := list(islice(iterator, size)):
                 self.check()
-                self._ledger.unstarted.pop(0)
-                yield ready
-                self._ledger.completed.append((ready.key, fp))
-                self.count("items_done")
+                claimed = self._ledger.claim(
+                    batch, key_of, fingerprint_of, self.count, self._quarantined
+                )
+                if not claimed.marks:
+                    continue
+                # owed before the write: if it fails (or its outcome is unknown) they are released
+                loop.unstarted = [(ready.key, fp) for ready, fp in claimed.todo]
+                self._write(claimed.marks)
+                for ready, fp in claimed.todo:
+                    self.check()
+                    loop.unstarted.pop(0)
+                    yield ready
+                    self._ledger.completed.append((ready.key, fp))
+                    self.count("items_done")
+        finally:
+            # break, an exception, a failed write: this loop's never-started items are released
+            self._ledger.close_loop(loop)
 
     def _quarantined(self, item_key: str) -> None:
         self.log.warning(
@@ -175,5 +188,5 @@ class RunContext:
         )
 
     def take_completed(self) -> list[Any]:
-        """Deprecated: the engine takes the ledger's last marks with ``Ledger.take_final``."""
+        """Deprecated: the engine takes the ledger's last marks with ``Ledger.final``."""
         return self._ledger.take_final()

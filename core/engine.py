@@ -43,7 +43,9 @@ from .ports import Merge, Store
 from .records import (
     CONSECUTIVE_FAILURES,
     LAST_SUCCESS_WINDOW_TS,
+    QUARANTINED,
     RunRecord,
+    StatusRecord,
     run_suspicious,
     status_failed,
     status_key_of,
@@ -119,6 +121,8 @@ class EngineSettings:
     retention: timedelta = timedelta(days=30)
     clock: Clock = utcnow
     error_snippet_chars: int = 500
+    #: seconds a fenced write the store did not apply is retried (backoff) before it fails
+    store_retry_for: float = 30.0
 
 
 class Engine:
@@ -264,6 +268,7 @@ class Engine:
             payload=request.payload,
             checkpoint=run.checkpoint,
         )
+        lease.retry_for = self.settings.store_retry_for
         ledger = self.ledger(job, claim)
         ctx = RunContext(info, lease=lease, ledger=ledger, log=log)
         keeper = LeaseKeeper(
@@ -352,9 +357,31 @@ class Engine:
             fields.update(status_suspicious(run, reasons, now))
         else:
             maximums = success  # raised, never lowered
+        quarantined = sorted(set(ledger.quarantined))
+        run = run.with_(quarantined=quarantined)  # this attempt's, not a taken-over record's
+        if quarantined:  # not a plain success: recorded until an operator resolves them
+            fields[QUARANTINED] = self._quarantine_map(job, ledger.window, quarantined)
         status = Merge(status_key_of(job.name), fields, maximums=maximums)
         if not self._record(job, request, lease, run, status, ledger, log):
             return self._lease_lost(job, request, ctx)
+        if quarantined:
+            shown = ", ".join(quarantined[:20]) + (" …" if len(quarantined) > 20 else "")
+            log.event(
+                logging.WARNING,
+                "run.quarantined",
+                f"{job.name}: {request.run_key} succeeded with {len(quarantined)} quarantined "
+                f"item(s) needing a human: {shown} (cronwarden ledger resolve)",
+                status="succeeded",
+                quarantined=quarantined,
+            )
+            return Outcome(
+                OutcomeKind.SUCCEEDED,
+                request.run_key,
+                ctx.run_id,
+                reason="quarantined",
+                detail=f"{len(quarantined)} quarantined item(s): {shown}",
+                counters=dict(ctx.counters),
+            )
         log.event(
             logging.INFO,
             "run.completed",
@@ -382,6 +409,14 @@ class Engine:
             detail=detail,
             counters=dict(ctx.counters),
         )
+
+    def _quarantine_map(self, job: Job, window: str, keys: list[str]) -> dict[str, list[str]]:
+        """The status's unresolved quarantined items with this window's ``keys`` (one read,
+        on this path only: a merge sets the whole field)."""
+        stored = self.store.get(status_key_of(job.name))
+        current = StatusRecord.from_data(stored.data).quarantined if stored else {}
+        current[window] = keys
+        return current
 
     def _success_window_is_plain(self, job: Job, request: RunRequest, lease: Lease) -> bool:
         """Whether the completion writes the job's success window as a plain field rather than
@@ -427,6 +462,7 @@ class Engine:
             duration_ms=duration_ms,
             counters=ctx.counters,
             error=text,
+            quarantined=sorted(set(ledger.quarantined)),
         )
         status = Merge(
             status_key_of(job.name),
@@ -489,8 +525,9 @@ class Engine:
     ) -> bool:
         """Record the run's result through the lease (run record, lock release, status, the
         ledger's last marks); False when the run was taken over first (nothing recorded)."""
+        sent = ledger.final()
         try:
-            lease.finish(run, status, ledger.take_final())
+            lease.finish(run, status, sent.ops)
         except LeaseLost:
             log.event(
                 logging.ERROR,
@@ -500,4 +537,5 @@ class Engine:
                 reason="lease_lost",
             )
             return False
+        ledger.acknowledge(sent)
         return True

@@ -26,6 +26,7 @@ from zoneinfo import ZoneInfo
 from .alerting.text import format_instant, job_fields, job_suffix
 from .durations import format_duration
 from .jobs import Job, JobSet
+from .ledger import quarantined_text
 from .logs import get_logger
 from .model import format_window
 from .notify import LogNotifier, Notifier
@@ -47,6 +48,7 @@ class Condition(enum.StrEnum):
     DEAD_LETTERS = "dead_letters"
     SUSPICIOUS = "suspicious"  #: the newest success broke the job's expectations
     SLOW = "slow"  #: a run took (or takes) over ``slow_factor`` x the job's p50 baseline
+    QUARANTINED = "quarantined"  #: ledger items quarantined, until `cronwarden ledger resolve`
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,16 @@ class Watcher:
 
         conditions.update(run_conditions(job, status, now, common))
         quiet_while_paused(conditions, status, due, now)
+        if record.quarantined:  # [ledger] items a human must check
+            conditions[Condition.QUARANTINED] = Alert(
+                job.name,
+                Condition.QUARANTINED,
+                True,
+                quarantined_text(job.name, record.quarantined),
+                first_check=f"cronwarden ledger list {job.name}",
+                extra={"quarantined": record.quarantined},
+                **common,
+            )
         conditions = {kind: _about(job, alert) for kind, alert in conditions.items()}
         return JobHealth(job, status, conditions, last_success, last_window, expected_next)
 

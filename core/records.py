@@ -106,6 +106,11 @@ class RunRecord:
     counters: dict[str, int] = field(default_factory=dict)
     duration_ms: int | None = None
     previous_run_id: str | None = None
+    #: a fresh id per fenced write: after a commit of unknown outcome, finding it in the stored
+    #: record proves that this very write landed (see :class:`~cronwarden.lease.Lease`)
+    write_id: str | None = None
+    #: ledger items this run quarantined or found quarantined (a success that needs a human)
+    quarantined: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  #: fields this version does not know
 
     def lease_live(self, now: datetime) -> bool:
@@ -129,8 +134,12 @@ class RunRecord:
                 value = _iso_or_none(value)
             elif spec.name == "state":
                 value = value.value
-            elif spec.name in ("duration_ms", "previous_run_id") and value is None:
-                continue  # absent until a run finishes / is taken over
+            elif spec.name in ("duration_ms", "previous_run_id", "write_id") and value is None:
+                continue  # absent until a run finishes / is taken over / writes
+            elif spec.name == "quarantined":
+                if not value:
+                    continue
+                value = list(value)
             data[spec.name] = value
         return data
 
@@ -162,6 +171,8 @@ class RunRecord:
             counters=dict(data.get("counters") or {}),
             duration_ms=None if data.get("duration_ms") is None else _int(data["duration_ms"]),
             previous_run_id=_str_or_none(data.get("previous_run_id")),
+            write_id=_str_or_none(data.get("write_id")),
+            quarantined=[str(k) for k in data.get("quarantined") or []],
             extra={k: v for k, v in data.items() if k not in known},
         )
 
@@ -215,6 +226,8 @@ DUPLICATES = "duplicates"
 LAST_SUCCESS_WINDOW_TS = "last_success_window_ts"
 FIRST_SEEN_AT = "first_seen_at"
 SUSPICIOUS = "suspicious"  #: what the newest success broke of its expectations (or null)
+#: ``{window: [item keys]}``: quarantined ledger items awaiting ``cronwarden ledger resolve``
+QUARANTINED = "quarantined"
 
 
 @dataclass(frozen=True)
@@ -259,6 +272,14 @@ class StatusRecord:
     @property
     def error(self) -> str | None:
         return _str_or_none(self.data.get("error_snippet") or self.data.get("last_error"))
+
+    @property
+    def quarantined(self) -> dict[str, list[str]]:
+        """Unresolved quarantined ledger items by window (empty when none)."""
+        value = self.data.get(QUARANTINED)
+        if not isinstance(value, dict):
+            return {}
+        return {str(w): [str(k) for k in keys or []] for w, keys in value.items() if keys}
 
     @property
     def alerts(self) -> list[str]:
