@@ -67,7 +67,7 @@ def test_sigkill_mid_run_resumes_in_another_lambda_process(
         "CW_TEST_ITEMS": "30",
         "CW_TEST_BATCH": "5",
         "CW_TEST_ITEM_DELAY": "0.05",
-        "CW_TEST_RUNTIME": "2s",
+        "CW_TEST_RUNTIME": "6s",  # under load, the first attempt must reach the kill in time
     }
     run_key = Key(RUN, "fanout", "2026-01-20T02:00Z")
 
