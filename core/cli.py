@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 import click
 
+from .cli_dashboard import dashboard
 from .cli_notify import notify
 from .errors import CronwardenError
 from .hosting.settings import JOBS_ENV, PROVIDER_ENV, WEBHOOK_ENV
@@ -97,6 +98,7 @@ def cli() -> None:
 
 
 cli.add_command(notify)
+cli.add_command(dashboard)
 
 
 @cli.command()
