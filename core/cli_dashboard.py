@@ -13,7 +13,7 @@ import click
 from .hosting.settings import JOBS_ENV, PROVIDER_ENV
 from .redaction import register_secret
 
-TOKEN_ENV = "CRONWARDEN_DASHBOARD_TOKEN"  #: the access token for actions (never on argv)
+TOKEN_ENV = "CRONWARDEN_DASHBOARD_TOKEN"  # noqa: S105 - a variable name; the token is never on argv
 MIN_TOKEN = 16
 
 

@@ -297,7 +297,7 @@ _STATE_LABELS = {
 
 def _ms(value: Any) -> str:
     if not isinstance(value, int | float):
-        return "–"
+        return "-"
     if value < 10_000:
         return f"{value:.0f} ms"
     if value < 600_000:

@@ -13,8 +13,8 @@ from cronwarden.records import (
     ItemRecord,
     LockRecord,
     RunRecord,
-    item_key_of,
     iso,
+    item_key_of,
     lock_key_of,
     run_key_of,
     status_key_of,
@@ -226,4 +226,4 @@ def key_count(store: Store) -> int:
     return len(store.query("run"))
 
 
-__all__ = ["NOW", "SECRET", "jobs", "seed", "Key"]
+__all__ = ["NOW", "SECRET", "Key", "jobs", "seed"]
