@@ -290,6 +290,7 @@ _STATE_LABELS = {
     "gap": "gap: no run",
     "healthy": "healthy",
     "alerting": "alerting",
+    "failing": "last run failed",
     "paused": "paused",
     "pending": "no run yet",
 }

@@ -27,7 +27,7 @@ from . import _timeline
 #: ``cronwarden.accounting.window_states`` when [windows] lands)
 window_states_of = _timeline.window_states
 
-JOB_STATES = ("healthy", "alerting", "running", "paused", "pending")
+JOB_STATES = ("healthy", "alerting", "failing", "running", "paused", "pending")
 MAX_DEAD_LETTERS = 1000  #: peeked per page (the depth is reported separately)
 DEFAULT_RANGE = timedelta(days=2)
 MAX_RANGE = timedelta(days=366)
@@ -102,6 +102,8 @@ def _job_state(health: JobHealth) -> str:
         return "alerting"
     if status.get("status") == "running":
         return "running"
+    if status.get("status") in ("failed", "dead_lettered"):
+        return "failing"  # the newest run failed though no alert fires (yet): never "healthy"
     if status.get("status"):
         return "healthy"
     return "pending"
