@@ -3,9 +3,10 @@ that ``cronwarden.accounting.window_states`` will have ([windows], issue 12). Th
 through :func:`cronwarden.dashboard.views.window_states_of` only, so swapping in the real one is
 one line there.
 
-Derived from the job's schedule and the run records of the range (one store query): every due
-window of ``[start, end]`` gets one state, a window without a run record is a ``gap`` once its
-grace has passed (``queued`` before that).
+Derived from the job's schedule and the run records of the range (one store query, plus one
+read of the status record for ``first_seen_at``): every due window of ``[start, end]`` gets one
+state; a window without a run record is a ``gap`` once its grace has passed (``queued`` before
+that), and is left out when it lies before the job was first seen (nothing was owed then).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from ..jobs import Job
 from ..model import format_window
 from ..ports import RUN, Store
-from ..records import parse_iso
+from ..records import parse_iso, status_key_of
 
 #: states in the order the legend shows them
 STATES = (
@@ -61,10 +62,13 @@ def window_states(
         end=format_window(windows[-1]) + "\uffff",
     )
     runs = {record.key.id: record.data for record in records}
+    status = store.get(status_key_of(job.name))
+    first_seen = parse_iso(status.data.get("first_seen_at")) if status is not None else None
     grace_over = now - job.grace_at(now)
     return [
         _state_of(job, window, runs.get(format_window(window)), grace_over, now)
         for window in windows
+        if first_seen is None or window >= first_seen or format_window(window) in runs
     ]
 
 

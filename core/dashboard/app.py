@@ -106,6 +106,7 @@ def create_app(
     actions = Actions(actions_token)
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals["state_label"] = _STATE_LABELS.get
+    templates.env.globals["glyph"] = lambda state: _GLYPHS.get(state, "?")
     templates.env.filters["ms"] = _ms
     log = get_logger("dashboard")
 
@@ -294,6 +295,19 @@ _STATE_LABELS = {
     "failing": "last run failed",
     "paused": "paused",
     "pending": "no run yet",
+}
+
+
+#: a shape per window state, so the timeline does not rely on colour alone
+_GLYPHS = {
+    "succeeded": "\u2713",  # check mark
+    "suspicious": "!",
+    "running": "\u25b6",  # play
+    "failed": "\u2717",  # ballot x
+    "dead_lettered": "\u2620",  # skull
+    "excused": "\u2013",  # en dash
+    "queued": "\u2026",  # ellipsis
+    "gap": "?",
 }
 
 

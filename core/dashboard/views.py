@@ -70,6 +70,12 @@ def redacted(value: Any) -> Any:
     return value
 
 
+def redacted_view(view: dict[str, Any]) -> dict[str, Any]:
+    """A view model with every string redacted."""
+    result: dict[str, Any] = redacted(view)
+    return result
+
+
 def instant(when: datetime | None, tz: ZoneInfo | None = None) -> dict[str, str] | None:
     """``{"utc": ISO, "local": ISO in tz, "zone": tz}`` (None for never)."""
     if when is None:
@@ -156,7 +162,7 @@ def overview(
             continue
         rows.append(_job_row(item, row_state, per_job.get(job.name, 0)))
     shown = rows[:limit]
-    return redacted(
+    return redacted_view(
         {
             "generated_at": instant(now),
             "dlq_depth": depth,
@@ -239,7 +245,7 @@ def timeline(
         for r in recent
     ]
     counts = Counter(cell.state for cell in cells)
-    return redacted(
+    return redacted_view(
         {
             "job": name,
             "timezone": job.schedule.timezone,
@@ -323,7 +329,7 @@ def run_detail(dash: Dashboard, name: str, window: str) -> dict[str, Any]:
         "checkpoint",
         "expire_at",
     }
-    return redacted(
+    return redacted_view(
         {
             "job": name,
             "window": window,
@@ -394,14 +400,14 @@ def dead_letters(dash: Dashboard, *, limit: int = 100) -> dict[str, Any]:
         return {"dlq_depth": None, "letters": []}
     depth = dash.dead_letters.dlq_depth()
     letters = dash.dead_letters.dlq_peek(limit) if depth else []
-    return redacted({"dlq_depth": depth, "letters": [_letter(x, full=False) for x in letters]})
+    return redacted_view({"dlq_depth": depth, "letters": [_letter(x, full=False) for x in letters]})
 
 
 def dead_letter(dash: Dashboard, message_id: str) -> dict[str, Any]:
     if dash.dead_letters is not None:
         for letter in dash.dead_letters.dlq_peek(MAX_DEAD_LETTERS):
             if letter.message_id == message_id:
-                return redacted(_letter(letter, full=True))
+                return redacted_view(_letter(letter, full=True))
     raise NotFound(f"no dead letter with message id {message_id!r}")
 
 

@@ -89,13 +89,16 @@ def _wait_text(browser: Any, css: str, text: str) -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
     def has(driver: Any) -> bool:
+        if driver.execute_script("return document.readyState") != "complete":
+            return False
         return any(text in e.text for e in driver.find_elements(By.CSS_SELECTOR, css))
 
     try:
         WebDriverWait(browser, 15).until(has, f"{css} never showed {text!r}")
-    except Exception:
+    except Exception as exc:
         browser.save_screenshot(str(_artefacts() / "failure.png"))
-        raise AssertionError(f"{css} never showed {text!r}; page: {browser.page_source[:3000]}")
+        page = browser.page_source[:3000]
+        raise AssertionError(f"{css} never showed {text!r}; page: {page}") from exc
 
 
 def test_dashboard_in_chromium(server: str, browser: Any, provider: Any) -> None:
