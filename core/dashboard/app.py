@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
@@ -173,7 +174,7 @@ def create_app(
 
     def api(build: Callable[[Request], dict[str, Any]]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            return JSONResponse(build(request))
+            return JSONResponse(await run_in_threadpool(build, request))
 
         return guarded(endpoint, html=False)
 
@@ -181,7 +182,8 @@ def create_app(
         build: Callable[[Request], dict[str, Any]], template: str
     ) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
-            return page(request, template, {"data": build(request), "query": request.query_params})
+            data = await run_in_threadpool(build, request)  # store reads block: off the loop
+            return page(request, template, {"data": data, "query": request.query_params})
 
         return guarded(endpoint, html=True)
 
@@ -218,7 +220,7 @@ def create_app(
             body = None
         if not isinstance(body, dict):
             raise BadRequest('the body must be a JSON object like {"limit": 1}')
-        moved = redrive(_limit_of(body.get("limit", 1)), "api")
+        moved = await run_in_threadpool(redrive, _limit_of(body.get("limit", 1)), "api")
         return JSONResponse({"redriven": moved})
 
     def _same_origin(request: Request) -> bool:
@@ -237,7 +239,7 @@ def create_app(
             return _error(request, 401, "sign in with the access token first", True)
         if not _same_origin(request) or not actions.csrf_ok(session, str(form.get("csrf", ""))):
             return _error(request, 403, "the form's CSRF token is missing or wrong", True)
-        moved = redrive(_limit_of(form.get("limit", 1)), "form")
+        moved = await run_in_threadpool(redrive, _limit_of(form.get("limit", 1)), "form")
         return RedirectResponse(f"/dead-letters?redriven={moved}", status_code=303)
 
     async def login(request: Request) -> Response:
