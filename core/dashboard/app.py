@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
@@ -108,6 +109,8 @@ def create_app(
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals["state_label"] = _STATE_LABELS.get
     templates.env.globals["glyph"] = lambda state: _GLYPHS.get(state, "?")
+    templates.env.globals["when"] = _when
+    templates.env.globals["badge"] = _badge
     templates.env.filters["ms"] = _ms
     log = get_logger("dashboard")
 
@@ -311,6 +314,25 @@ _GLYPHS = {
     "queued": "\u2026",  # ellipsis
     "gap": "?",
 }
+
+
+def _when(i: Any) -> Markup:
+    """An instant from the views (``{utc, local, zone}``): local time, and UTC below it when
+    the zone is not UTC. A Python function, not a Jinja macro: the overview calls it twice per
+    row (macros cost a third of a 10,000-row page). ``Markup.format`` escapes every value."""
+    if not i:
+        return Markup("never")
+    local = i["local"][:16].replace("T", " ")
+    if i["zone"] == "UTC":
+        return Markup('<time datetime="{0}" title="{0}">{1}</time>').format(i["utc"], local)
+    return Markup(
+        '<time datetime="{0}" title="{0}">{1} {2}</time><br><small>{3} UTC</small>'
+    ).format(i["utc"], local, i["zone"], i["utc"][:16].replace("T", " "))
+
+
+def _badge(state: str) -> Markup:
+    label = _STATE_LABELS.get(state) or state
+    return Markup('<span class="badge s-{0}">{1}</span>').format(state, label)
 
 
 def _ms(value: Any) -> str:
