@@ -12,6 +12,7 @@ from typing import Any, NoReturn
 import click
 
 from .cli_crontab import mount as mount_crontab
+from .cli_dashboard import dashboard
 from .cli_doctor import doctor, drill
 from .cli_ledger import ledger
 from .cli_notify import notify
@@ -106,6 +107,7 @@ cli.add_command(doctor)
 cli.add_command(drill)
 register_pause(cli)
 cli.add_command(ledger)
+cli.add_command(dashboard)
 
 
 @cli.command()

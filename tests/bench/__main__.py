@@ -39,7 +39,7 @@ NOTES = [
     " (same process); the fresh-process totals with and without it are context (noisier).",
 ]
 
-SECTIONS = ("coldstart", "costs", "ledger", "latency", "liveness", "brokers")
+SECTIONS = ("coldstart", "costs", "ledger", "latency", "liveness", "brokers", "dashboard")
 PROVIDERS = ("local", "gcp", "azure")
 
 
@@ -58,6 +58,10 @@ def _run(emulators: Emulators, section: str, stores: list[str], quick: bool) -> 
     if section == "liveness":
         sizes = (10, 100, 1_000) if quick else liveness.SIZES
         return liveness.measure(emulators, stores, sizes, repeats=2 if quick else liveness.REPEATS)
+    if section == "dashboard":
+        from . import dashboard
+
+        return dashboard.measure((100, 1_000) if quick else dashboard.SIZES, 2 if quick else 5)
     if section == "brokers":
         return brokers.measure(
             emulators,

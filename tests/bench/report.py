@@ -65,6 +65,7 @@ def render(results: dict[str, Any]) -> str:
     out += _cold(results.get("coldstart"))
     out += _liveness(results.get("liveness"))
     out += _brokers(results.get("brokers"))
+    out += _dashboard(results.get("dashboard"))
     notes = results.get("notes") or []
     if notes:
         out += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
@@ -295,3 +296,9 @@ def _brokers(section: Any) -> list[str]:
     return out + _table(
         ["broker", "batch", "send / publish", "receive + complete / ack", "end to end"], rows
     )
+
+
+def _dashboard(section: Any) -> list[str]:
+    from .dashboard import render
+
+    return render(section)
