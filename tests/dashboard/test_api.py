@@ -35,7 +35,7 @@ def test_overview_shows_every_job_in_its_state(app: Any) -> None:
         "dead": "failing",
         "running": "running",
         "paused": "paused",
-        "suspicious": "healthy",
+        "suspicious": "alerting",  # the watcher raises `suspicious` ([ops])
         "never": "pending",
     }
     assert data["dlq_depth"] == 1
@@ -54,7 +54,7 @@ def test_overview_shows_every_job_in_its_state(app: Any) -> None:
     [
         ("owner=team-ops", {"dead", "running", "paused"}),
         ("tag=eu", {"healthy", "dead"}),
-        ("state=alerting", {"failing"}),
+        ("state=alerting", {"failing", "suspicious"}),
         ("state=failing", {"dead"}),
         ("owner=team-data&tag=billing", {"healthy", "failing"}),
     ],
