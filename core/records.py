@@ -73,6 +73,7 @@ def expire_at(now: datetime, retention: timedelta) -> str:
     return iso(now + retention)
 
 
+OVERRAN = "overran"  #: status: the last finished run ran past its max_runtime
 EXPIRE_AT = "expire_at"  #: the expiry field every backend's TTL policy reads
 
 # -- run ------------------------------------------------------------------------------------
@@ -106,6 +107,7 @@ class RunRecord:
     counters: dict[str, int] = field(default_factory=dict)
     duration_ms: int | None = None
     previous_run_id: str | None = None
+    overran: bool = False  #: the handler ran past the job's max_runtime (stored only when true)
     extra: dict[str, Any] = field(default_factory=dict)  #: fields this version does not know
 
     def lease_live(self, now: datetime) -> bool:
@@ -131,6 +133,8 @@ class RunRecord:
                 value = value.value
             elif spec.name in ("duration_ms", "previous_run_id") and value is None:
                 continue  # absent until a run finishes / is taken over
+            elif spec.name == "overran" and not value:
+                continue
             data[spec.name] = value
         return data
 
@@ -162,6 +166,7 @@ class RunRecord:
             counters=dict(data.get("counters") or {}),
             duration_ms=None if data.get("duration_ms") is None else _int(data["duration_ms"]),
             previous_run_id=_str_or_none(data.get("previous_run_id")),
+            overran=bool(data.get("overran")),
             extra={k: v for k, v in data.items() if k not in known},
         )
 
@@ -297,6 +302,7 @@ def status_succeeded(
         "duration_ms": duration_ms,
         "error_snippet": None,
         "last_success_at": iso(now),
+        OVERRAN: run.overran,
         CONSECUTIVE_FAILURES: 0,
         SKIPS_SINCE_SUCCESS: 0,
         "counters": dict(counters),
@@ -316,6 +322,7 @@ def status_failed(
         "duration_ms": duration_ms,
         "error_snippet": error,
         "error_type": error_type,
+        OVERRAN: run.overran,
     }
 
 
