@@ -92,9 +92,13 @@ def _run_user_code(load: Any, target: str) -> Any:
     except ModuleNotFoundError as exc:
         if exc.name and target.split(".")[0] == exc.name.split(".")[0]:
             raise  # the job module itself is missing
-        raise ConfigurationError(f"{_user_frame(exc, target)}: {type(exc).__name__}: {exc}") from exc
+        raise ConfigurationError(
+            f"{_user_frame(exc, target)}: {type(exc).__name__}: {exc}"
+        ) from exc
     except Exception as exc:
-        raise ConfigurationError(f"{_user_frame(exc, target)}: {type(exc).__name__}: {exc}") from exc
+        raise ConfigurationError(
+            f"{_user_frame(exc, target)}: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _user_frame(exc: BaseException, target: str) -> str:
