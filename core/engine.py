@@ -162,7 +162,7 @@ class Engine:
     def running(self) -> list[str]:
         """Run keys whose handlers this engine runs right now (what a stop would leave)."""
         with self._active_guard:
-            return sorted(lease.run_key for lease in self._active)
+            return sorted(lease.run.run_key for lease in self._active)
 
     def execute(
         self,

@@ -157,6 +157,12 @@ class LocalRunner:
             )
         for thread in threads:
             thread.start()
+        log.info(
+            "serving %d job(s) with %d worker(s); Ctrl-C or SIGTERM stops gracefully",
+            len(self.jobs),
+            len(self.workers),
+            extra={"event": "runtime.serving", "jobs": [job.name for job in self.jobs]},
+        )
         try:
             while not self.stop_event.wait(0.5):
                 pass
@@ -237,6 +243,14 @@ class GracefulStop:
         self._timer.start()
 
     def _abandon(self, why: str) -> None:
+        try:
+            self._log_abandoned(why)
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os._exit(self.exit_code or 1)
+
+    def _log_abandoned(self, why: str) -> None:
         left = self.runner.engine.running()
         log.error(
             "stopped: %s with %d run(s) still running: %s; their leases run out and another "
@@ -246,9 +260,6 @@ class GracefulStop:
             ", ".join(left) or "none",
             extra={"event": "runtime.abandoned", "left": left},
         )
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-        os._exit(self.exit_code or 1)
 
     def finish(self) -> int | None:
         """After the command's work returned: log the stop; the exit status, or None when no
