@@ -481,6 +481,10 @@ def _mount_deploy() -> None:
     cli.add_command(deploy)
 
 
+#: top-level modules of the optional extras, for a one-line install hint
+_EXTRAS = {"google": "gcp", "azure": "azure", "psycopg": "postgres", "proton": "emulators"}
+
+
 def _error_line(exc: BaseException) -> str:
     """One line for an exception a user can cause."""
     import sqlite3
@@ -491,6 +495,10 @@ def _error_line(exc: BaseException) -> str:
         from .cli_common import state_path
 
         return f"state {state_path()}: {exc}"
+    if isinstance(exc, ImportError):
+        extra = _EXTRAS.get((exc.name or "").split(".")[0])
+        if extra:
+            return f"{exc} (a missing extra: pip install 'cronwarden[{extra}]')"
     if isinstance(exc, CronwardenError | ValueError | OSError):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"

@@ -169,7 +169,7 @@ def test_run_serve_exits_130_on_sigint(tmp_path: Path) -> None:
     try:
         _wait_for_line(proc, '"runtime.serving"')
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
