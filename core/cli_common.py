@@ -16,15 +16,16 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from .hosting.settings import JOBS_ENV, PROVIDER_ENV
 from .redaction import redact
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 STATE_ENV = "CRONWARDEN_LOCAL_PATH"  #: the local provider's state path (its queue: ``-queue``)
 STATE_ENV_ALIAS = "CRONWARDEN_STATE"
@@ -39,10 +40,6 @@ class Fail(click.ClickException):
 
     exit_code = EXIT_BAD_INPUT
 
-    def __init__(self, message: str, exit_code: int = EXIT_BAD_INPUT) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-
     def show(self, file: Any = None) -> None:
         click.echo(f"error: {redact(self.message)}", err=True)
 
@@ -56,7 +53,7 @@ def _positive(_ctx: click.Context, param: click.Parameter, value: int | None) ->
     return value
 
 
-def positive_int(*names: str, default: int, help: str) -> Any:
+def positive_int(*names: str, default: int, help: str) -> Callable[[_F], _F]:
     """An integer option that refuses 0 and negatives (``--limit -1`` never means unlimited)."""
     return click.option(
         *names, type=int, default=default, show_default=True, callback=_positive, help=help

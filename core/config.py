@@ -12,14 +12,16 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import ConfigurationError
 from .jobs import JobSet
 from .ports import Provider
+
+_T = TypeVar("_T")
 
 PROVIDERS = {
     "local": "cronwarden.adapters.local:LocalProvider",
@@ -67,7 +69,8 @@ def load_module(target: str) -> ModuleType:
         directory = os.path.dirname(path)
         if directory not in sys.path:
             sys.path.insert(0, directory)
-        _run_user_code(lambda: spec.loader.exec_module(module), target)  # type: ignore[union-attr]
+        loader = spec.loader
+        _run_user_code(lambda: loader.exec_module(module), target)
         return module
     try:
         return _run_user_code(lambda: importlib.import_module(target), target)
@@ -77,7 +80,7 @@ def load_module(target: str) -> ModuleType:
         raise
 
 
-def _run_user_code(load: Any, target: str) -> Any:
+def _run_user_code(load: Callable[[], _T], target: str) -> _T:
     """Run a job module's import; an error in it becomes a ConfigurationError naming the
     file and line at fault (cronwarden's own errors keep their message: they name the job)."""
     from .errors import CronwardenError
