@@ -54,3 +54,17 @@ def test_name_reaches_every_resource_name(cw, tmp_path: Path, provider: str) -> 
             block = variables.split(f'variable "{name}" {{', 1)[1].split("}", 1)[0]
             assert f'default     = "{value}"' in block, block
         assert "--name acme-webhook" in (out / "README.md").read_text()
+
+
+def test_deploy_check_says_what_terraform_validated_and_what_it_could_not(
+    cw, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    assert cw("deploy", "render", "-p", "azure", "-j", EXAMPLE, "-o", str(out)).code == 0
+    result = cw("deploy", "check", str(out))
+    (line,) = [x for x in result.stdout.splitlines() if x.startswith("validate: ")]
+    if line.startswith("validate: skipped"):
+        pytest.skip(f"no terraform here: {line}")
+    assert result.code == 0, result
+    assert line.startswith("validate: ok (terraform validate ran on 1 provider-free module(s): ")
+    assert "; NOT validated by terraform: 6 module(s) needing a provider download (., " in line
