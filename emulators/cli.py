@@ -13,6 +13,7 @@ _COMMANDS = {
     "cronwarden.emulators.azurite.cli": "commands",
     "cronwarden.emulators.servicebus.cli": "commands",
     "cronwarden.emulators.postgres.cli": "commands",
+    "cronwarden.emulators.stack": "commands",
 }
 
 
