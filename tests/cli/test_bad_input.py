@@ -164,3 +164,20 @@ def test_a_taken_servicebus_port_names_the_process_holding_it(cw) -> None:
     assert result.code == 2, result
     assert result.err.startswith(f"error: port {port} on 127.0.0.1 is already taken by pid ")
     assert result.err.endswith("stop it or choose another --port (0 picks a free one)")
+
+
+def test_a_taken_pubsub_port_is_refused_not_reported_ready(cw) -> None:
+    from cronwarden.emulators.gcp._sdk import missing_reason
+
+    if missing_reason("pubsub"):
+        pytest.skip(missing_reason("pubsub") or "")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = cw("emulators", "pubsub", "--port", str(port))
+    assert result.code == 2, result
+    assert result.err.startswith(
+        f"error: pubsub emulator: port {port} on 127.0.0.1 is already taken by pid "
+    )
+    assert "emulator ready" not in result.stderr
