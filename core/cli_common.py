@@ -236,9 +236,21 @@ def state_info(provider_name: str, provider: Any) -> StateInfo:
     name = provider_name.strip().lower()
     if name == "local":
         return StateInfo(name, f"{state_path()} (queue: {state_path()}-queue)")
-    settings = getattr(provider, "settings", None)
-    where = redact(repr(settings)) if settings is not None else name
-    return StateInfo(name, where)
+    shown = [f"{env}={os.environ[env]}" for env in _WHERE.get(name, ()) if os.environ.get(env)]
+    return StateInfo(name, redact(", ".join(shown)) or "(settings from the environment)")
+
+
+#: the settings that say where a provider's state is (no secrets: connection strings are not)
+_WHERE = {
+    "gcp": ("CRONWARDEN_GCP_PROJECT", "FIRESTORE_EMULATOR_HOST", "PUBSUB_EMULATOR_HOST"),
+    "azure": (
+        "CRONWARDEN_AZURE_TABLE_ACCOUNT_URL",
+        "CRONWARDEN_AZURE_TABLE",
+        "CRONWARDEN_SERVICEBUS_NAMESPACE",
+        "CRONWARDEN_SERVICEBUS_QUEUE",
+    ),
+    "postgres": (),
+}
 
 
 # -- output ---------------------------------------------------------------------------------
