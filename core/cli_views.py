@@ -94,7 +94,7 @@ def letter_detail(letter: Any, store: Store) -> dict[str, Any]:
             "finished_at": _time(run.finished_at),
             "worker": run.owner,
             "error": redact(run.error or ""),
-            "traceback": redact(str(run.extra.get("traceback") or "")) or None,
+            "traceback": run.traceback,
         }
         if detail["dead_lettered_at"] is None:
             detail["dead_lettered_at"] = _time(parse_iso(record.data.get("finished_at")))

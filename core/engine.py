@@ -47,7 +47,7 @@ from .records import (
     status_key_of,
     status_succeeded,
 )
-from .redaction import snippet
+from .redaction import snippet, traceback_tail
 
 
 def utcnow() -> datetime:
@@ -349,6 +349,7 @@ class Engine:
             duration_ms=duration_ms,
             counters=ctx.counters,
             error=None,
+            traceback=None,
         )
         fields = status_succeeded(run, now, duration_ms, ctx.counters)
         success = {LAST_SUCCESS_WINDOW_TS: int(request.window.timestamp())}
@@ -416,6 +417,7 @@ class Engine:
             duration_ms=duration_ms,
             counters=ctx.counters,
             error=text,
+            traceback=traceback_tail(error),
         )
         status = Merge(
             status_key_of(job.name),

@@ -108,6 +108,7 @@ class RunRecord:
     duration_ms: int | None = None
     previous_run_id: str | None = None
     overran: bool = False  #: the handler ran past the job's max_runtime (stored only when true)
+    traceback: str | None = None  #: the last failure's redacted traceback tail (when it failed)
     extra: dict[str, Any] = field(default_factory=dict)  #: fields this version does not know
 
     def lease_live(self, now: datetime) -> bool:
@@ -133,7 +134,7 @@ class RunRecord:
                 value = value.value
             elif spec.name in ("duration_ms", "previous_run_id") and value is None:
                 continue  # absent until a run finishes / is taken over
-            elif spec.name == "overran" and not value:
+            elif spec.name in ("overran", "traceback") and not value:
                 continue
             data[spec.name] = value
         return data
@@ -167,6 +168,7 @@ class RunRecord:
             duration_ms=None if data.get("duration_ms") is None else _int(data["duration_ms"]),
             previous_run_id=_str_or_none(data.get("previous_run_id")),
             overran=bool(data.get("overran")),
+            traceback=_str_or_none(data.get("traceback")),
             extra={k: v for k, v in data.items() if k not in known},
         )
 

@@ -129,6 +129,8 @@ def test_dlq_show_has_the_time_and_the_runs_error(cw, tmp_path: Path) -> None:
     shown = json.loads(cw("dlq", "show", row["message_id"]).stdout)
     assert shown["dead_lettered_at"] and shown["run"]["state"] == "dead_lettered"
     assert shown["run"]["error"].startswith("RuntimeError: the export server said no")
+    assert shown["run"]["traceback"].startswith("Traceback (most recent call last):")
+    assert 'jobs.py", line 6, in poison' in shown["run"]["traceback"]
 
 
 # -- overrun and deadline ---------------------------------------------------------------------
