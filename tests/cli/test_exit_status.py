@@ -174,3 +174,15 @@ def test_run_serve_exits_130_on_sigint(tmp_path: Path) -> None:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err
+
+
+def test_backfill_says_how_many_windows_are_left(cw, tmp_path: Path) -> None:
+    jobs = _jobs(tmp_path, slow=False)
+    result = cw(
+        "backfill", "--jobs", jobs, "fine", "--from", W, "--to", "2026-01-01T01:00Z", "--limit", "5"
+    )
+    assert result.code == 0, result
+    assert (
+        result.out
+        == "enqueued 5 window(s); 8 more missing window(s) left (run again or raise --limit)"
+    )
