@@ -165,11 +165,12 @@ def trigger(
     from .cli_trigger import enqueue_by_hand, judge_after
     from .runtime import LocalRunner
 
+    given = _parse_time(window, "--window")  # bad input is refused before any state is made
     jobs, prov = _setup(jobs_target, provider, job_name=job_name)
     job = _job(jobs, job_name)
     try:
         runner = LocalRunner(jobs, prov, workers=1)
-        when = _parse_time(window, "--window") or runner.engine.now()
+        when = given or runner.engine.now()
         told = enqueue_by_hand(runner, job, when, rerun=rerun)
         if not told.wait or not wait:
             _finish(told.code, told.line)
@@ -355,12 +356,12 @@ def backfill(
     from .model import RunRequest
     from .runtime import LocalRunner
 
+    first, given_last = _parse_time(start, "--from"), _parse_time(end, "--to")
     jobs, prov = _setup(jobs_target, provider, job_name=job_name)
     job = _job(jobs, job_name)
     try:
         runner = LocalRunner(jobs, prov, workers=1)
-        first = _parse_time(start, "--from")
-        last = _parse_time(end, "--to") or runner.engine.now()
+        last = given_last or runner.engine.now()
         assert first is not None
         missing = missing_windows(runner.store, job, first, last)
         windows = missing[:limit]
