@@ -211,9 +211,8 @@ class Claimer:
                 )
                 log.event(logging.ERROR, "run.rejected", detail, reason="PayloadMismatch")
                 return Refusal(Refused.REJECTED, reason="PayloadMismatch", detail=detail)
-            if run.state is RunState.SUCCEEDED or (
-                run.state is RunState.DEAD_LETTERED and redrive <= run.redrive
-            ):
+            finished = (RunState.SUCCEEDED, RunState.DEAD_LETTERED)
+            if run.state in finished and redrive <= run.redrive:  # a re-run/redrive is newer
                 log.event(
                     logging.INFO,
                     "run.skipped",

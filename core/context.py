@@ -13,6 +13,7 @@ the run over, the next ``ctx`` call raises :class:`~cronwarden.errors.LeaseLost`
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -103,9 +104,20 @@ class RunContext:
         self._lease.check()
 
     def sleep(self, seconds: float) -> None:
-        """Sleep, waking early (and raising) when the run is asked to stop."""
-        self._lease.stop_event.wait(max(0.0, seconds))
-        self.check()
+        """Sleep, waking early (and raising) when the run is asked to stop or reaches its
+        deadline (max runtime) or its lease's end: never sleeps past either."""
+        end = time.monotonic() + max(0.0, seconds)
+        while True:
+            self.check()
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            self._lease.stop_event.wait(max(0.001, min(left, self._until_deadline())))
+
+    def _until_deadline(self) -> float:
+        lease = self._lease
+        limits = [lease.expires_at()] + ([lease.deadline] if lease.deadline is not None else [])
+        return (min(limits) - lease.clock()).total_seconds()
 
     def count(self, name: str, amount: int = 1) -> None:
         """Add to a counter reported with the run's completion."""

@@ -52,7 +52,7 @@ from .records import (
     status_succeeded,
     status_suspicious,
 )
-from .redaction import snippet
+from .redaction import snippet, traceback_tail
 
 
 def utcnow() -> datetime:
@@ -165,6 +165,11 @@ class Engine:
         with self._active_guard:
             for lease in self._active:
                 lease.interrupt(Cancelled("worker is shutting down"))
+
+    def running(self) -> list[str]:
+        """Run keys whose handlers this engine runs right now (what a stop would leave)."""
+        with self._active_guard:
+            return sorted(lease.run.run_key for lease in self._active)
 
     def execute(
         self,
@@ -298,6 +303,17 @@ class Engine:
             with self._active_guard:
                 self._active.discard(lease)
         duration_ms = int((time.monotonic() - started) * 1000)
+        limit_ms = int(job.max_runtime.total_seconds() * 1000)
+        if duration_ms > limit_ms:  # marked on the run record and the status by the completion
+            lease.run = lease.run.with_(overran=True)
+            log.event(
+                logging.WARNING,
+                "run.overran",
+                f"{job.name}: {request.run_key} ran {duration_ms} ms, past its max_runtime of "
+                f"{limit_ms} ms (the handler did not stop at the deadline: call ctx.check())",
+                duration_ms=duration_ms,
+                max_runtime_ms=limit_ms,
+            )
         try:
             if error is None:
                 return self._complete(job, request, ctx, ledger, lease, duration_ms, log)
@@ -341,6 +357,7 @@ class Engine:
             duration_ms=duration_ms,
             counters=ctx.counters,
             error=None,
+            traceback=None,
         )
         # Expectations and the duration baseline ride in this same commit (no read).
         reasons = job.expect.breaches(ctx.counters, duration_ms) if job.expect else []
@@ -463,6 +480,7 @@ class Engine:
             counters=ctx.counters,
             error=text,
             quarantined=sorted(set(ledger.quarantined)),
+            traceback=traceback_tail(error),
         )
         status = Merge(
             status_key_of(job.name),

@@ -73,6 +73,7 @@ def expire_at(now: datetime, retention: timedelta) -> str:
     return iso(now + retention)
 
 
+OVERRAN = "overran"  #: status: the last finished run ran past its max_runtime
 EXPIRE_AT = "expire_at"  #: the expiry field every backend's TTL policy reads
 
 # -- run ------------------------------------------------------------------------------------
@@ -111,6 +112,8 @@ class RunRecord:
     write_id: str | None = None
     #: ledger items this run quarantined or found quarantined (a success that needs a human)
     quarantined: list[str] = field(default_factory=list)
+    overran: bool = False  #: the handler ran past the job's max_runtime (stored only when true)
+    traceback: str | None = None  #: the last failure's redacted traceback tail (when it failed)
     extra: dict[str, Any] = field(default_factory=dict)  #: fields this version does not know
 
     def lease_live(self, now: datetime) -> bool:
@@ -136,6 +139,8 @@ class RunRecord:
                 value = value.value
             elif spec.name in ("duration_ms", "previous_run_id", "write_id") and value is None:
                 continue  # absent until a run finishes / is taken over / writes
+            elif spec.name in ("overran", "traceback") and not value:
+                continue
             elif spec.name == "quarantined":
                 if not value:
                     continue
@@ -173,6 +178,8 @@ class RunRecord:
             previous_run_id=_str_or_none(data.get("previous_run_id")),
             write_id=_str_or_none(data.get("write_id")),
             quarantined=[str(k) for k in data.get("quarantined") or []],
+            overran=bool(data.get("overran")),
+            traceback=_str_or_none(data.get("traceback")),
             extra={k: v for k, v in data.items() if k not in known},
         )
 
@@ -333,6 +340,7 @@ def status_succeeded(
         "duration_ms": duration_ms,
         "error_snippet": None,
         "last_success_at": iso(now),
+        OVERRAN: run.overran,
         CONSECUTIVE_FAILURES: 0,
         SKIPS_SINCE_SUCCESS: 0,
         "counters": dict(counters),
@@ -370,6 +378,7 @@ def status_failed(
         "duration_ms": duration_ms,
         "error_snippet": error,
         "error_type": error_type,
+        OVERRAN: run.overran,
     }
 
 

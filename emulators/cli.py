@@ -14,6 +14,7 @@ _COMMANDS = {
     "cronwarden.emulators.servicebus.cli": "commands",
     "cronwarden.emulators.aws.cli": "commands",
     "cronwarden.emulators.postgres.cli": "commands",
+    "cronwarden.emulators.stack": "commands",
 }
 
 

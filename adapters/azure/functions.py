@@ -56,7 +56,7 @@ from cronwarden.hosting import (
 )
 from cronwarden.jobs import Job, JobSet
 from cronwarden.liveness import Report
-from cronwarden.logs import get_logger
+from cronwarden.logs import get_logger, trace_scope
 from cronwarden.model import RunRequest
 from cronwarden.notify import Notifier
 from cronwarden.ports import DeadLetter, Delivery, Provider
@@ -99,6 +99,15 @@ class MessageActions(Protocol):
     ) -> None: ...
 
     def renew_message_lock(self, message: Any) -> None: ...
+
+
+def _diagnostic_id(message: Any) -> str | None:
+    """The W3C ``traceparent`` the Service Bus SDK stamps on a message (``Diagnostic-Id``)."""
+    props = getattr(message, "application_properties", None) or {}
+    value = props.get("Diagnostic-Id") or props.get(b"Diagnostic-Id")
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
 
 
 def timer_function_name(job_name: str) -> str:
@@ -278,10 +287,11 @@ class AzureRuntime(HostedRuntime):
         actions = actions or self.actions or _host_actions()
         servicebus = self.servicebus()
         delivery = delivery_of(message)
-        decision = self.worker.decide(
-            delivery, extend=lambda: actions.renew_message_lock(delivery.handle)
-        )
-        settle_with_actions(decision.verdict, delivery, servicebus, actions)
+        with trace_scope(_diagnostic_id(message)):  # log lines carry the message's trace id
+            decision = self.worker.decide(
+                delivery, extend=lambda: actions.renew_message_lock(delivery.handle)
+            )
+            settle_with_actions(decision.verdict, delivery, servicebus, actions)
         return decision.outcome
 
     def handle_watcher(self) -> Report:

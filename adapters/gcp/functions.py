@@ -49,7 +49,7 @@ from cronwarden.hosting import (
 )
 from cronwarden.jobs import JobSet
 from cronwarden.liveness import Report
-from cronwarden.logs import get_logger
+from cronwarden.logs import get_logger, trace_scope
 from cronwarden.notify import Notifier
 from cronwarden.ports import Delivery, Provider
 from cronwarden.redaction import redact
@@ -242,7 +242,10 @@ def make_functions(
 
     def worker(request: Any) -> Response:
         """Pub/Sub push of a run request → one execution under the run protocol."""
-        return disabled("worker") or runtime.handle_worker(request.get_data())
+        headers = request.headers
+        trace = headers.get("traceparent") or headers.get("X-Cloud-Trace-Context")
+        with trace_scope(trace):  # log lines carry the request's trace id
+            return disabled("worker") or runtime.handle_worker(request.get_data())
 
     def watcher(request: Any) -> Response:
         """Liveness check of every job (and the dead-letter queue)."""

@@ -176,6 +176,20 @@ class SQLiteQueue(Queue):
             time.time(),
         )
 
+    def holds(self, run_key: str) -> bool:
+        """Whether a message for ``run_key`` waits in the queue (not dead-lettered): what the
+        CLI's manual trigger reads to say "already queued" instead of enqueuing a repeat."""
+        row = (
+            self._db.connection()
+            .execute(
+                "SELECT 1 FROM messages WHERE dlq = 0 AND json_extract(attributes, '$.run_key') = ?"
+                " LIMIT 1",
+                (run_key,),
+            )
+            .fetchone()
+        )
+        return row is not None
+
     def dlq_depth(self) -> int:
         (count,) = (
             self._db.connection().execute("SELECT count(*) FROM messages WHERE dlq = 1").fetchone()

@@ -99,7 +99,8 @@ def test_poison_job_check_fails_then_dlq_list_and_redrive(tmp_path: Path) -> Non
         "        raise RuntimeError('AccountKey=c2VjcmV0a2V5MTIzNDU2Nzg5MA== rejected')\n"
     )
     run = cw(tmp_path, "trigger", "--jobs", str(jobs), "poison")
-    assert run.returncode == 0, run.stderr
+    # [operator] exit-status contract: a dead-lettered run the command waited for exits 1
+    assert run.returncode == 1, run.stderr
     assert "c2VjcmV0a2V5MTIzNDU2Nzg5MA" not in run.stderr + run.stdout
     check = cw(tmp_path, "check", "--jobs", str(jobs))
     assert check.returncode == 1
