@@ -158,9 +158,10 @@ def _meta() -> dict[str, Any]:
 
 def state_path() -> str:
     """The local provider's state path this command uses (absolute)."""
-    from cronwarden.adapters.local.settings import DEFAULT_PATH
+    from cronwarden.adapters.local.settings import DEFAULT_PATH, PATH_ENV
 
-    return os.path.abspath(_meta().get(_STATE_KEY) or DEFAULT_PATH)
+    # commands without the --state option (their own --provider) still honour the environment
+    return os.path.abspath(_meta().get(_STATE_KEY) or os.environ.get(PATH_ENV) or DEFAULT_PATH)
 
 
 class NoState(Fail):
