@@ -21,6 +21,7 @@ from cronwarden.errors import InvalidJobDefinition
 from tests.support.procs import ROOT
 
 EXAMPLE = ROOT / "examples" / "nightly_export.py"
+QUARTER = ROOT / "examples" / "quarter_hourly.py"
 TERRAFORM = shutil.which("terraform")
 
 
@@ -72,12 +73,57 @@ def test_render_refuses_a_job_longer_than_lambda_allows(tmp_path: Path) -> None:
         render(str(jobs), tmp_path / "out")
 
 
-def test_a_watcher_in_another_cloud_is_refused_clearly(tmp_path: Path) -> None:
+def test_aws_is_a_registered_renderer_and_plans_like_the_others() -> None:
+    from cronwarden.config import load_module
+    from cronwarden.deploy import renderers
+    from cronwarden.deploy.spec import plan
+    from cronwarden.jobs import JobSet
+
+    assert "aws" in renderers.names()
+    jobs = JobSet.from_module(load_module(str(EXAMPLE)))
+    the_plan = plan(jobs, ["aws"])
+    assert [j.name for j in the_plan.jobs] == ["nightly-export"]
+    assert any("Lambda's 900s limit" in note for note in the_plan.notes)
+
+
+@pytest.mark.parametrize("host", ["gcp", "azure"])
+def test_a_watcher_in_another_cloud_reads_the_aws_jobs_by_reference(
+    tmp_path: Path, host: str
+) -> None:
+    from cronwarden.deploy.render import render
+
+    result = render("aws", str(QUARTER), tmp_path / "out", watcher_provider=host)
+    out = result.out
+    assert result.roots == (out, out / "watcher")
+    main = " ".join((out / "main.tf").read_text().split())
+    assert 'module "external_watcher"' in main and "./modules/aws/external-reader" in main
+    assert 'functions = ["trigger", "worker"]' in main  # no watcher function on AWS
+    assert "with_watcher = false" in main
+    reader = (out / "modules/aws/external-reader/main.tf").read_text()
+    assert "aws_iam_access_key" not in reader  # no key in Terraform (nor in the state)
+    assert "create-access-key" in (out / "README.md").read_text()
+    watcher = (out / "watcher" / "main.tf").read_text()
+    assert 'CRONWARDEN_PROVIDER              = "aws"' in watcher
+    assert 'CRONWARDEN_DYNAMODB_TABLE        = "cronwarden-state"' in watcher
+    assert "of jobs running on AWS" in watcher
+    # the key reaches the watcher by reference only: secret names, never values
+    if host == "gcp":
+        assert "AWS_SECRET_ACCESS_KEY = { secret = var.aws_secret_access_key_secret" in watcher
+    else:
+        assert (
+            "AWS_SECRET_ACCESS_KEY = { key_vault_id = var.watched_credentials_key_vault_id, "
+            "secret_name = var.aws_secret_access_key_secret }"
+        ) in watcher
+    variables = (out / "watcher" / "variables.tf").read_text()
+    assert 'variable "aws_secret_access_key_secret"' in variables
+
+
+def test_a_watcher_on_aws_of_jobs_elsewhere_is_refused_clearly(tmp_path: Path) -> None:
     from cronwarden.deploy.render import render
     from cronwarden.errors import ConfigurationError
 
-    with pytest.raises(ConfigurationError, match="not rendered yet"):
-        render("gcp", str(EXAMPLE), tmp_path / "out", watcher_provider="aws")
+    with pytest.raises(ConfigurationError, match="cannot watch jobs on 'gcp'"):
+        render("gcp", str(QUARTER), tmp_path / "out", watcher_provider="aws")
 
 
 def _terraform(folder: Path, tmp_path: Path) -> dict[str, str]:
@@ -105,9 +151,10 @@ def _tf(folder: Path, env: dict[str, str], *args: str, ok: tuple[int, ...] = (0,
     return done.stdout
 
 
-def test_rendered_module_is_formatted_and_valid(tmp_path: Path) -> None:
+@pytest.mark.parametrize("watcher", [None, "gcp"])
+def test_rendered_module_is_formatted_and_valid(tmp_path: Path, watcher: str | None) -> None:
     out = tmp_path / "out"
-    _render(out)
+    _render(out, EXAMPLE, *(["--watcher-provider", watcher] if watcher else []))
     env = _terraform(out, tmp_path)
     _tf(out, env, "fmt", "-check", "-recursive")
     _tf(out, env, "init", "-input=false", "-backend=false")
