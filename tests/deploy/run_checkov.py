@@ -32,6 +32,8 @@ CASES = {
     "gcp-quarter-hourly-azure-watcher": ("gcp", "quarter_hourly.py", "azure"),
     "azure-quarter-hourly-gcp-watcher": ("azure", "quarter_hourly.py", "gcp"),
     "aws-nightly": ("aws", "nightly_export.py", None),
+    "aws-quarter-hourly-gcp-watcher": ("aws", "quarter_hourly.py", "gcp"),
+    "aws-quarter-hourly-azure-watcher": ("aws", "quarter_hourly.py", "azure"),
 }
 GCP_WORKER = {"gcp-nightly-pull": "pull"}
 
