@@ -124,6 +124,7 @@ def _root(
         watcher_only=watcher_only,
         watched=watched,
         worker=gcp_worker,
+        source=source,
     )
     for name, items in renderer.root(options).items():
         _write(folder, name, items)

@@ -56,6 +56,7 @@ class RootOptions:
     watcher_only: bool = False
     watched: CloudRenderer | None = None
     worker: str = "push"
+    source: JobSource | None = None  #: the job module (for workers that import it by name)
 
     @property
     def external_watcher(self) -> bool:

@@ -199,7 +199,35 @@ def _variable(name: str, type_: str, description: str, default: Any = ...) -> hc
     return hcl.Block("variable", (name,), body)
 
 
-def variables() -> list[hcl.Item]:
+def on_ecs(jobs: list[AwsJob]) -> bool:
+    """The worker runs on ECS/Fargate (the pull worker): some job's max runtime is over what a
+    Lambda invocation can run."""
+    return any(j.max_runtime_seconds > MAX_RUNTIME for j in jobs)
+
+
+def ecs_variables() -> list[hcl.Item]:
+    """The variables of the ECS/Fargate pull worker."""
+    return [
+        _variable(
+            "worker_image",
+            "string",
+            "Container image of the pull worker, built from function/ (README.md).",
+        ),
+        _variable("worker_count", "number", "Running worker tasks.", 2),
+        _variable("subnet_ids", "list(string)", "Private subnets of the worker tasks."),
+        _variable(
+            "security_group_ids",
+            "list(string)",
+            "Security groups of the worker tasks (egress to the AWS APIs only).",
+        ),
+    ]
+
+
+def variables(ecs: bool = False) -> list[hcl.Item]:
+    return [*_variables(), *(ecs_variables() if ecs else [])]
+
+
+def _variables() -> list[hcl.Item]:
     return [
         _variable("region", "string", "AWS region.", "us-east-1"),
         _variable(
@@ -243,12 +271,19 @@ def environment(prefix: str, jobs: list[AwsJob]) -> dict[str, Any]:
     return env
 
 
-def main(prefix: str, jobs: list[AwsJob], *, watcher_here: bool = True) -> list[hcl.Item]:
+def main(
+    prefix: str, jobs: list[AwsJob], *, watcher_here: bool = True, jobs_module: str = ""
+) -> list[hcl.Item]:
     """``main.tf``; without ``watcher_here`` the watcher runs in another cloud: no watcher
-    function nor schedule here, and the IAM user it reads the jobs' state as."""
+    function nor schedule here, and the IAM user it reads the jobs' state as. When a job runs
+    longer than Lambda allows (:func:`on_ecs`) the worker is the ECS/Fargate pull worker
+    running ``jobs_module``, not a function."""
     n = names(prefix)
     timeout = worker_timeout(jobs)
-    roles = ["trigger", "worker", "watcher"] if watcher_here else ["trigger", "worker"]
+    ecs = on_ecs(jobs)
+    roles = [r for r in ("trigger", "worker", "watcher") if (r != "watcher" or watcher_here)]
+    if ecs:
+        roles.remove("worker")
     env = hcl.render([hcl.Attr("x", environment(prefix, jobs))]).strip()[len("x = ") :]
     return [
         hcl.Comment(
@@ -331,13 +366,38 @@ def main(prefix: str, jobs: list[AwsJob], *, watcher_here: bool = True) -> list[
             ],
         ),
         *([] if watcher_here else [_external_reader(n)]),
+        *([_pull_worker(prefix, jobs_module)] if ecs else []),
     ]
 
 
+def _pull_worker(prefix: str, jobs_module: str) -> hcl.Block:
+    return hcl.Block(
+        "module",
+        ("pull_worker",),
+        [
+            hcl.Attr("source", "./modules/aws/pull-worker"),
+            hcl.Attr("prefix", prefix),
+            hcl.Attr("image", E("var.worker_image")),
+            hcl.Attr("jobs_module", jobs_module),
+            hcl.Attr("desired_count", E("var.worker_count")),
+            hcl.Attr("subnet_ids", E("var.subnet_ids")),
+            hcl.Attr("security_group_ids", E("var.security_group_ids")),
+            hcl.Attr("environment", E("local.environment")),
+            hcl.Attr("table_arn", E("module.state.table_arn")),
+            hcl.Attr("queue_arn", E("module.queue.queue_arn")),
+            hcl.Attr("dead_letter_queue_arn", E("module.queue.dead_letter_queue_arn")),
+            hcl.Attr("log_retention_days", E("var.log_retention_days")),
+        ],
+    )
+
+
 def _watcher_functions(roles: list[str], watcher_here: bool) -> list[hcl.Item]:
+    functions: list[hcl.Item] = []
+    if roles != ["trigger", "worker", "watcher"]:
+        functions.append(hcl.Attr("functions", roles))
     if watcher_here:
-        return [hcl.Attr("webhook_secret_arn", E("var.webhook_secret_arn"))]
-    return [hcl.Attr("functions", roles)]
+        functions.append(hcl.Attr("webhook_secret_arn", E("var.webhook_secret_arn")))
+    return functions
 
 
 def _external_reader(n: dict[str, str]) -> hcl.Block:
@@ -357,7 +417,7 @@ def _indent(text: str) -> str:
     return text.replace("\n", "\n  ")
 
 
-def outputs(watcher_here: bool = True) -> list[hcl.Item]:
+def outputs(watcher_here: bool = True, ecs: bool = False) -> list[hcl.Item]:
     def out(name: str, value: str, description: str) -> hcl.Block:
         return hcl.Block(
             "output", (name,), [hcl.Attr("description", description), hcl.Attr("value", E(value))]
@@ -370,6 +430,11 @@ def outputs(watcher_here: bool = True) -> list[hcl.Item]:
         out("function_arns", "module.functions.function_arns", "trigger, worker, watcher."),
         out("schedule_names", "module.schedules.schedule_names", "One per job."),
         out("alerts_topic_arn", "module.monitoring.alerts_topic_arn", "Dead-letter alarms."),
+        *(
+            [out("pull_worker_service", "module.pull_worker.service_name", "ECS pull worker.")]
+            if ecs
+            else []
+        ),
         *(
             []
             if watcher_here
@@ -485,15 +550,14 @@ def render(
 
 # -- the registered renderer ---------------------------------------------------------------------
 def check_job(job: rr.JobLimits) -> list[str]:
-    """Lambda's limit: a run must fit in one invocation (900 s); a note when the margin before
-    it is thin."""
+    """Lambda's limit: a run must fit in one invocation (900 s). A longer job makes the worker
+    the ECS/Fargate pull worker (a note); a thin margin before the limit is a note too."""
     if job.runtime > MAX_RUNTIME:
-        raise InvalidJobDefinition(
-            f"job {job.name!r}: max_runtime {job.runtime}s is over the {MAX_RUNTIME}s a Lambda "
-            "invocation can run; run it with the "
-            "pull worker instead: `cronwarden run --provider aws --jobs <module>` on a "
-            "long-running host (an ECS/Fargate service), with the same queue and table"
-        )
+        return [
+            f"{job.name}: max_runtime {job.runtime}s is over the {MAX_RUNTIME}s a Lambda "
+            "invocation can run; the worker is rendered as an ECS/Fargate service running the "
+            "pull worker (`python -m cronwarden.hosting.pull`) for every job of this deployment"
+        ]
     if job.runtime + MARGIN_SECONDS <= LAMBDA_MAX_TIMEOUT:
         return []
     return [
@@ -511,11 +575,13 @@ def jobs_root(options: rr.RootOptions) -> rr.TfFiles:
     """The root module running the jobs (and the watcher when ``options.watcher_here``)."""
     jobs = _plan_jobs(options.plan)
     watcher_here = not options.external_watcher
+    ecs = on_ecs(jobs)
+    module = options.source.import_name if options.source is not None else ""
     return rr.tf_files(
         versions(),
-        variables(),
-        main(options.prefix, jobs, watcher_here=watcher_here),
-        outputs(watcher_here),
+        variables(ecs),
+        main(options.prefix, jobs, watcher_here=watcher_here, jobs_module=module),
+        outputs(watcher_here, ecs),
     )
 
 
@@ -585,9 +651,39 @@ key, updating the secrets, then deleting the first.
 """
 
 
+_PULL_WORKER = """
+## Pull worker on ECS/Fargate
+
+A job runs longer than a Lambda invocation can (900 s), so the worker is not a function: the
+ECS service `{prefix}-pull-worker` (`modules/aws/pull-worker`) runs
+`python -m cronwarden.hosting.pull --jobs {module}` in `var.worker_count` Fargate tasks, in the
+private subnets you name (`subnet_ids`, `security_group_ids`: egress to the AWS APIs). A received
+run request stays invisible for the whole lease (the worker extends its visibility while the run
+renews) and is settled as the Lambda worker would; SIGTERM asks running handlers to stop and
+their requests are retried. Build the image from `function/` and push it before applying:
+
+```sh
+cat > Dockerfile <<'DOCKER'
+FROM python:3.11-slim
+COPY function/ /app
+WORKDIR /app
+RUN pip install --no-cache-dir -r requirements.txt
+CMD ["python", "-m", "cronwarden.hosting.pull", "--jobs", "{module}", "--threads", "2"]
+DOCKER
+docker build -t "$REPO:$(git rev-parse --short HEAD)" . && docker push "$REPO:..."
+echo 'worker_image = "<that image>"' >> terraform.tfvars
+```
+
+The trigger and the watcher stay Lambda functions.
+"""
+
+
 def readme_of(plan: Plan, source: JobSource, options: rr.RootOptions) -> str:
     """README.md of the AWS root module."""
-    text = readme(options.prefix, _plan_jobs(plan))
+    jobs = _plan_jobs(plan)
+    text = readme(options.prefix, jobs)
+    if on_ecs(jobs):
+        text += _PULL_WORKER.format(prefix=options.prefix, module=source.import_name)
     if options.external_watcher:
         text += _EXTERNAL_WATCHER.format(user=names(options.prefix)["external_watcher"])
     return text

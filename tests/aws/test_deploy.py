@@ -17,7 +17,6 @@ from click.testing import CliRunner
 from cronwarden.cli import main as cli_main
 from cronwarden.emulators.aws import MotoServer
 from cronwarden.emulators.aws.terraform import find_mirror, moto_override, write_cli_config
-from cronwarden.errors import InvalidJobDefinition
 from tests.support.procs import ROOT
 
 EXAMPLE = ROOT / "examples" / "nightly_export.py"
@@ -60,17 +59,39 @@ def test_render_writes_the_root_module_and_the_lambda_package(tmp_path: Path) ->
         assert "secret_key" not in text and "access_key" not in text
 
 
-def test_render_refuses_a_job_longer_than_lambda_allows(tmp_path: Path) -> None:
+def _long_jobs(tmp_path: Path) -> Path:
     jobs = tmp_path / "long_jobs.py"
     jobs.write_text(
         "import cronwarden\n"
         "@cronwarden.job('long', cron='0 3 * * *', max_runtime='20m')\n"
         "def long(ctx): pass\n"
+        "@cronwarden.job('short', cron='*/15 * * * *', max_runtime='1m')\n"
+        "def short(ctx): pass\n"
     )
+    return jobs
+
+
+def test_a_job_longer_than_lambda_allows_runs_on_the_ecs_pull_worker(tmp_path: Path) -> None:
     from cronwarden.adapters.aws.deploy import render
 
-    with pytest.raises(InvalidJobDefinition, match="pull worker"):
-        render(str(jobs), tmp_path / "out")
+    result = render(str(_long_jobs(tmp_path)), tmp_path / "out")
+    assert any("ECS/Fargate" in note and note.startswith("long:") for note in result.plan.notes)
+    main = " ".join((result.out / "main.tf").read_text().split())
+    assert 'module "pull_worker"' in main and 'jobs_module = "long_jobs"' in main
+    assert 'functions = ["trigger", "watcher"]' in main  # no Lambda worker, no event source
+    worker = (result.out / "modules/aws/pull-worker/main.tf").read_text()
+    assert '"cronwarden.hosting.pull"' in worker and 'launch_type     = "FARGATE"' in worker
+    assert 'variable "worker_image"' in (result.out / "variables.tf").read_text()
+    assert "cronwarden.hosting.pull --jobs long_jobs" in (result.out / "README.md").read_text()
+
+
+def test_the_ecs_worker_module_is_valid_for_the_aws_provider(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _render(out, _long_jobs(tmp_path))
+    env = _terraform(out, tmp_path)
+    _tf(out, env, "fmt", "-check", "-recursive")
+    _tf(out, env, "init", "-input=false", "-backend=false")
+    assert "Success" in _tf(out, env, "validate")
 
 
 def test_aws_is_a_registered_renderer_and_plans_like_the_others() -> None:

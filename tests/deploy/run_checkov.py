@@ -34,6 +34,7 @@ CASES = {
     "aws-nightly": ("aws", "nightly_export.py", None),
     "aws-quarter-hourly-gcp-watcher": ("aws", "quarter_hourly.py", "gcp"),
     "aws-quarter-hourly-azure-watcher": ("aws", "quarter_hourly.py", "azure"),
+    "aws-long-jobs-ecs": ("aws", "long_jobs.py", None),
 }
 GCP_WORKER = {"gcp-nightly-pull": "pull"}
 
@@ -91,6 +92,25 @@ BROKEN: dict[str, tuple[str, Callable[[Path], None], str]] = {
 }
 
 
+LONG_JOBS = (
+    "import cronwarden\n\n\n"
+    "@cronwarden.job('long-export', cron='0 3 * * *', max_runtime='2h')\n"
+    "def long_export(ctx):\n"
+    "    pass\n"
+)
+
+
+def _example(work: Path, module: str) -> Path:
+    """An example module; ``long_jobs.py`` (runs longer than Lambda allows: the ECS pull
+    worker) is written into ``work``."""
+    if module != "long_jobs.py":
+        return EXAMPLES / module
+    path = work / "jobs" / module
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(LONG_JOBS)
+    return path
+
+
 def run(work: Path) -> list[str]:
     """Every case and broken case; returns the failures (empty = all good)."""
     failures: list[str] = []
@@ -98,7 +118,7 @@ def run(work: Path) -> list[str]:
     for name, (provider, module, watcher) in CASES.items():
         roots[name] = render(
             provider,
-            str(EXAMPLES / module),
+            str(_example(work, module)),
             work / name,
             watcher_provider=watcher,
             gcp_worker=GCP_WORKER.get(name),
