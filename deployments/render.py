@@ -129,6 +129,9 @@ def _root(
     for name, items in renderer.root(options).items():
         _write(folder, name, items)
     external = options.external_watcher
+    if watcher_only and watched is not None and watched.watcher_requirements:
+        reads = "".join(f"{line}\n" for line in watched.watcher_requirements)
+        extra_requirements = reads + extra_requirements
     package = folder / "function"
     write_package(
         package,

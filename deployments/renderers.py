@@ -152,6 +152,8 @@ class CloudRenderer:
     watcher_hosts: tuple[str, ...] = ()
     #: what a watcher elsewhere reads from its own secret store (:attr:`Watched.secret_environment`)
     watcher_secrets: Callable[[], dict[str, str]] = dict
+    #: requirements a watcher elsewhere needs to read this cloud (added to its package)
+    watcher_requirements: tuple[str, ...] = ()
     #: (plan, job source, options) => README.md of a root module; default: cronwarden.deploy.readme
     readme: Callable[[Plan, JobSource, RootOptions], str] | None = None
     #: options => terraform.tfvars.example; default: cronwarden.deploy.readme

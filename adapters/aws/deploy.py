@@ -59,6 +59,7 @@ MARGIN_SECONDS = 30  #: added to the longest max runtime for the worker's timeou
 MAX_RUNTIME = LAMBDA_MAX_TIMEOUT
 MARKER = ".cronwarden-render"
 MODULES = ("state", "queue", "functions", "schedules", "monitoring", "external-reader")
+WATCHER_READS = "boto3>=1.34"  #: what a watcher in another cloud needs to read DynamoDB and SQS
 #: what a watcher in another cloud reads from its own secret store: env name => variable
 #: naming the secret (boto3's default chain reads these names)
 WATCHER_SECRETS = {
@@ -704,6 +705,7 @@ RENDERER = rr.CloudRenderer(
     package=package_files,
     watcher_hosts=("azure",),
     watcher_secrets=lambda: dict(WATCHER_SECRETS),
+    watcher_requirements=(WATCHER_READS,),
     readme=readme_of,
     tfvars_example=tfvars_example,
 )

@@ -137,6 +137,8 @@ def test_a_watcher_in_another_cloud_reads_the_aws_jobs_by_reference(
         ) in watcher
     variables = (out / "watcher" / "variables.tf").read_text()
     assert 'variable "aws_secret_access_key_secret"' in variables
+    requirements = (out / "watcher" / "function" / "requirements.txt").read_text()
+    assert f"cronwarden[{host}]==" in requirements and "boto3>=" in requirements
 
 
 def test_a_watcher_on_aws_of_jobs_elsewhere_is_refused_clearly(tmp_path: Path) -> None:
