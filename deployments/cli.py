@@ -29,7 +29,7 @@ else:
 
 
 KUBERNETES_PROVIDER = "postgres"  #: self-hosted: Kubernetes manifests for the Postgres provider
-AWS_PROVIDER = "aws"  #: rendered by cronwarden.adapters.aws.deploy (its own job rows)
+AWS_PROVIDER = "aws"  #: deprecated: a registered renderer like the others
 
 
 class _Provider(_ParamType):
@@ -40,14 +40,10 @@ class _Provider(_ParamType):
     name = "provider"
 
     def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        return (
-            "["
-            + "|".join([*renderers.builtin_names(), AWS_PROVIDER, KUBERNETES_PROVIDER])
-            + "|...]"
-        )
+        return "[" + "|".join([*renderers.builtin_names(), KUBERNETES_PROVIDER]) + "|...]"
 
     def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        if value in (KUBERNETES_PROVIDER, AWS_PROVIDER):  # rendered by their own modules
+        if value == KUBERNETES_PROVIDER:  # rendered by its own module
             return value
         try:
             renderers.get(value)

@@ -124,10 +124,14 @@ def _root(
         watcher_only=watcher_only,
         watched=watched,
         worker=gcp_worker,
+        source=source,
     )
     for name, items in renderer.root(options).items():
         _write(folder, name, items)
     external = options.external_watcher
+    if watcher_only and watched is not None and watched.watcher_requirements:
+        reads = "".join(f"{line}\n" for line in watched.watcher_requirements)
+        extra_requirements = reads + extra_requirements
     package = folder / "function"
     write_package(
         package,
@@ -140,8 +144,10 @@ def _root(
         worker=not watcher_only,
     )
     zip_folder(package, folder / "function.zip")
-    (folder / "README.md").write_text(
-        root_readme(
+    if renderer.readme is not None:
+        readme = renderer.readme(the_plan, source, options)
+    else:
+        readme = root_readme(
             provider,
             the_plan,
             source,
@@ -149,13 +155,13 @@ def _root(
             watcher_here=watcher_here,
             watcher_only=watcher_only,
             gcp_worker=gcp_worker if provider == "gcp" and not watcher_only else "push",
-        ),
-        encoding="utf-8",
-    )
-    (folder / "terraform.tfvars.example").write_text(
-        tfvars_example(provider, watcher_only=watcher_only, external_watcher=external),
-        encoding="utf-8",
-    )
+        )
+    (folder / "README.md").write_text(readme, encoding="utf-8")
+    if renderer.tfvars_example is not None:
+        tfvars = renderer.tfvars_example(options)
+    else:
+        tfvars = tfvars_example(provider, watcher_only=watcher_only, external_watcher=external)
+    (folder / "terraform.tfvars.example").write_text(tfvars, encoding="utf-8")
 
 
 def render(
@@ -182,10 +188,6 @@ def render(
     from cronwarden.config import load_module
     from cronwarden.jobs import JobSet
 
-    if provider == "aws" or watcher_provider == "aws":
-        return _render_aws(
-            provider, jobs_target, out, watcher_provider, prefix, wheel, requirements
-        )
     jobs_cloud = renderers.get(provider)
     watcher = watcher_provider or provider
     renderers.get(watcher, "watcher provider")
@@ -247,36 +249,6 @@ def render(
         sorted(p for p in target.rglob("*") if p.is_file() and ".terraform" not in p.parts)
     )
     return Rendered(target, the_plan, tuple(roots), files)
-
-
-def _render_aws(
-    provider: str,
-    jobs_target: str,
-    out: Path | str,
-    watcher_provider: str | None,
-    prefix: str,
-    wheel: Path | str | None,
-    requirements: Path | str | None,
-) -> Rendered:
-    """``--provider aws``: the AWS adapter renders its own root module."""
-    if provider != "aws":
-        raise ConfigurationError(
-            f"--watcher-provider aws with --provider {provider} is not rendered yet; render the "
-            "jobs' cloud alone and run `cronwarden check --provider aws` as the watcher"
-        )
-    try:
-        from cronwarden.adapters.aws.deploy import render as render_aws
-    except ImportError as exc:  # pragma: no cover - the adapter ships with cronwarden
-        raise ConfigurationError(f"the AWS renderer is not available: {exc}") from exc
-    result = render_aws(
-        jobs_target,
-        out,
-        watcher_provider=watcher_provider,
-        prefix=prefix,
-        wheel=wheel,
-        requirements_file=requirements,
-    )
-    return Rendered(result.out, result.plan, result.roots, result.files)
 
 
 __all__ = ["MARKER", "Rendered", "render"]

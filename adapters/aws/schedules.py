@@ -47,10 +47,12 @@ class Tick:
 def utc_cron_fields(job: Job) -> list[str]:
     """The job's schedule as five UTC cron fields (``minute hour dom month dow``, dow 0-6)
     firing at every UTC instant a local fire time maps to (see the module docstring)."""
+    return _utc_fields(job.schedule.cron, job.schedule.timezone)
+
+
+def _utc_fields(cron: str, tz: str) -> list[str]:
     from cronwarden.deploy.ncrontab import to_ncrontab, utc_ncrontab
 
-    tz = job.schedule.timezone
-    cron = job.schedule.cron
     ncron = to_ncrontab(cron) if tz == "UTC" else utc_ncrontab(cron, tz)
     return ncron.split()[1:]
 
@@ -58,15 +60,21 @@ def utc_cron_fields(job: Job) -> list[str]:
 def aws_cron(job: Job) -> str:
     """``cron(minutes hours day-of-month month day-of-week year)`` for EventBridge Scheduler,
     in UTC. AWS numbers weekdays 1-7 from Sunday and needs ``?`` in one of the day fields."""
+    return aws_cron_of(job.name, job.schedule.cron, job.schedule.timezone)
+
+
+def aws_cron_of(name: str, cron: str, tz: str) -> str:
+    """:func:`aws_cron` of job ``name`` scheduled ``cron`` in zone ``tz`` (a deployment plan's
+    row); raises :class:`InvalidJobDefinition` naming the job when AWS cannot express it."""
     from cronwarden.deploy.ncrontab import expand_field
 
-    minute, hour, dom, month, dow = utc_cron_fields(job)
+    minute, hour, dom, month, dow = _utc_fields(cron, tz)
     if dow == "*":
         dow_text = "?"
     else:
         if dom != "*":  # cron reads both restricted as OR; AWS cannot express it
             raise InvalidJobDefinition(
-                f"job {job.name!r}: cron {job.schedule.cron!r} restricts both day-of-month and "
+                f"job {name!r}: cron {cron!r} restricts both day-of-month and "
                 "day-of-week; split it into two jobs (one per day field)"
             )
         dom = "?"
@@ -93,10 +101,12 @@ def cron_of_aws(expression: str) -> str:
     return f"{minute} {hour} * {month} {','.join(str(d - 1) for d in days)}"
 
 
-def tick_input(job: Job) -> str:
-    """The schedule target's input: JSON naming the job and carrying the scheduled time."""
+def tick_input(job: Job | str) -> str:
+    """The schedule target's input: JSON naming the job (a :class:`Job` or its name) and
+    carrying the scheduled time."""
+    name = job if isinstance(job, str) else job.name
     return json.dumps(
-        {"v": TICK_VERSION, "job": job.name, "scheduled_time": SCHEDULED_TIME},
+        {"v": TICK_VERSION, "job": name, "scheduled_time": SCHEDULED_TIME},
         separators=(",", ":"),
     )
 
@@ -147,6 +157,7 @@ __all__ = [
     "MalformedTick",
     "Tick",
     "aws_cron",
+    "aws_cron_of",
     "cron_of_aws",
     "due_window",
     "parse_tick",

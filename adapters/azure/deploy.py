@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cronwarden.deploy import builder as tf
@@ -202,8 +202,9 @@ def _base(prefix: str = DEFAULT_NAME) -> Block:
     return _module("base", "base", body)
 
 
-def _app(settings: Expr, *, watcher: bool) -> Block:
-    secrets: list[Item] = [Attr("key_vault_secret_settings", webhook_secret())] if watcher else []
+def _app(settings: Expr, *, watcher: bool, vault_secrets: Expr | None = None) -> Block:
+    references = vault_secrets if vault_secrets is not None else webhook_secret()
+    secrets: list[Item] = [Attr("key_vault_secret_settings", references)] if watcher else []
     body: list[Item] = [
         *_in_group(
             {"name": "local.function_app"},
@@ -344,24 +345,45 @@ def watcher_variables(watched: Sequence[Item], prefix: str = DEFAULT_NAME) -> li
     return [*variables(AZURE_SKU, watcher_only=True, prefix=prefix), *watched]
 
 
-def watcher_main(watched_environment: dict[str, Any]) -> list[Item]:
+WATCHED_VAULT = "watched_credentials_key_vault_id"  #: the vault of a watched cloud's credential
+
+
+def watcher_main(
+    watched_environment: dict[str, Any],
+    secrets: Mapping[str, str] | None = None,
+    cloud: str = "gcp",
+) -> list[Item]:
     """``main.tf`` of a watcher-only Azure app watching jobs that run on another cloud
-    (``watched_environment``: what the watcher needs to reach them)."""
+    (``watched_environment``: what the watcher needs to reach them; ``secrets``: app setting
+    => the variable naming the Key Vault secret holding its value, in the vault
+    ``var.watched_credentials_key_vault_id``)."""
     settings = {
         **watched_environment,
         ENV_FUNCTIONS: "watcher",
         ENV_WATCHER_SCHEDULE: Expr("var.watcher_schedule"),
     }
+    about = (
+        ": the liveness\n"
+        "watcher of jobs running on GCP, outside their failure domain. It reaches Firestore\n"
+        "and the dead-letter subscription through workload identity federation (no key)."
+    )
+    vault_secrets = None
+    if secrets:
+        about = (
+            f": the liveness\nwatcher of jobs running on {cloud.upper()}, outside their failure "
+            "domain. It reads their credential\nthrough Key Vault references (the value never "
+            "enters Terraform)."
+        )
+        entries = ", ".join(
+            f"{name} = {{ key_vault_id = var.{WATCHED_VAULT}, secret_name = var.{variable} }}"
+            for name, variable in secrets.items()
+        )
+        vault_secrets = Expr(f"merge({webhook_secret().text}, {{ {entries} }})")
     return [
-        tf.header(
-            "cronwarden deploy render --watcher-provider azure",
-            ": the liveness\n"
-            "watcher of jobs running on GCP, outside their failure domain. It reaches Firestore\n"
-            "and the dead-letter subscription through workload identity federation (no key).",
-        ),
+        tf.header("cronwarden deploy render --watcher-provider azure", about),
         Block("locals", body=[*_names(), Attr("app_settings", settings)]),
         _base(),
-        _app(Expr("local.app_settings"), watcher=True),
+        _app(Expr("local.app_settings"), watcher=True, vault_secrets=vault_secrets),
     ]
 
 
@@ -391,8 +413,18 @@ def jobs_root(options: rr.RootOptions) -> rr.TfFiles:
 
 def watcher_root(prefix: str, watched: rr.Watched) -> rr.TfFiles:
     """The root module (an app) running only the watcher of jobs on another cloud."""
-    variables_tf = watcher_variables(watched.variables, prefix)
-    main_tf = watcher_main(watched.environment)
+    vault: list[Item] = []
+    if watched.secret_environment:
+        vault = [
+            _variable(
+                WATCHED_VAULT,
+                "string",
+                "Resource id of the Key Vault (Azure RBAC) holding the watched cloud's "
+                "credential (README.md).",
+            )
+        ]
+    variables_tf = watcher_variables([*watched.variables, *vault], prefix)
+    main_tf = watcher_main(watched.environment, watched.secret_environment, watched.cloud)
     return rr.tf_files(versions(), variables_tf, main_tf, outputs(watcher_only=True))
 
 

@@ -17,10 +17,10 @@ from click.testing import CliRunner
 from cronwarden.cli import main as cli_main
 from cronwarden.emulators.aws import MotoServer
 from cronwarden.emulators.aws.terraform import find_mirror, moto_override, write_cli_config
-from cronwarden.errors import InvalidJobDefinition
 from tests.support.procs import ROOT
 
 EXAMPLE = ROOT / "examples" / "nightly_export.py"
+QUARTER = ROOT / "examples" / "quarter_hourly.py"
 TERRAFORM = shutil.which("terraform")
 
 
@@ -59,25 +59,94 @@ def test_render_writes_the_root_module_and_the_lambda_package(tmp_path: Path) ->
         assert "secret_key" not in text and "access_key" not in text
 
 
-def test_render_refuses_a_job_longer_than_lambda_allows(tmp_path: Path) -> None:
+def _long_jobs(tmp_path: Path) -> Path:
     jobs = tmp_path / "long_jobs.py"
     jobs.write_text(
         "import cronwarden\n"
         "@cronwarden.job('long', cron='0 3 * * *', max_runtime='20m')\n"
         "def long(ctx): pass\n"
+        "@cronwarden.job('short', cron='*/15 * * * *', max_runtime='1m')\n"
+        "def short(ctx): pass\n"
     )
+    return jobs
+
+
+def test_a_job_longer_than_lambda_allows_runs_on_the_ecs_pull_worker(tmp_path: Path) -> None:
     from cronwarden.adapters.aws.deploy import render
 
-    with pytest.raises(InvalidJobDefinition, match="pull worker"):
-        render(str(jobs), tmp_path / "out")
+    result = render(str(_long_jobs(tmp_path)), tmp_path / "out")
+    assert any("ECS/Fargate" in note and note.startswith("long:") for note in result.plan.notes)
+    main = " ".join((result.out / "main.tf").read_text().split())
+    assert 'module "pull_worker"' in main and 'jobs_module = "long_jobs"' in main
+    assert 'functions = ["trigger", "watcher"]' in main  # no Lambda worker, no event source
+    worker = (result.out / "modules/aws/pull-worker/main.tf").read_text()
+    assert '"cronwarden.hosting.pull"' in worker and 'launch_type     = "FARGATE"' in worker
+    assert 'variable "worker_image"' in (result.out / "variables.tf").read_text()
+    assert "cronwarden.hosting.pull --jobs long_jobs" in (result.out / "README.md").read_text()
 
 
-def test_a_watcher_in_another_cloud_is_refused_clearly(tmp_path: Path) -> None:
+def test_the_ecs_worker_module_is_valid_for_the_aws_provider(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _render(out, _long_jobs(tmp_path))
+    env = _terraform(out, tmp_path)
+    _tf(out, env, "fmt", "-check", "-recursive")
+    _tf(out, env, "init", "-input=false", "-backend=false")
+    assert "Success" in _tf(out, env, "validate")
+
+
+def test_aws_is_a_registered_renderer_and_plans_like_the_others() -> None:
+    from cronwarden.config import load_module
+    from cronwarden.deploy import renderers
+    from cronwarden.deploy.spec import plan
+    from cronwarden.jobs import JobSet
+
+    assert "aws" in renderers.names()
+    jobs = JobSet.from_module(load_module(str(EXAMPLE)))
+    the_plan = plan(jobs, ["aws"])
+    assert [j.name for j in the_plan.jobs] == ["nightly-export"]
+    assert any("Lambda's 900s limit" in note for note in the_plan.notes)
+
+
+@pytest.mark.parametrize("host", ["gcp", "azure"])
+def test_a_watcher_in_another_cloud_reads_the_aws_jobs_by_reference(
+    tmp_path: Path, host: str
+) -> None:
+    from cronwarden.deploy.render import render
+
+    result = render("aws", str(QUARTER), tmp_path / "out", watcher_provider=host)
+    out = result.out
+    assert result.roots == (out, out / "watcher")
+    main = " ".join((out / "main.tf").read_text().split())
+    assert 'module "external_watcher"' in main and "./modules/aws/external-reader" in main
+    assert 'functions = ["trigger", "worker"]' in main  # no watcher function on AWS
+    assert "with_watcher = false" in main
+    reader = (out / "modules/aws/external-reader/main.tf").read_text()
+    assert "aws_iam_access_key" not in reader  # no key in Terraform (nor in the state)
+    assert "create-access-key" in (out / "README.md").read_text()
+    watcher = (out / "watcher" / "main.tf").read_text()
+    assert 'CRONWARDEN_PROVIDER              = "aws"' in watcher
+    assert 'CRONWARDEN_DYNAMODB_TABLE        = "cronwarden-state"' in watcher
+    assert "of jobs running on AWS" in watcher
+    # the key reaches the watcher by reference only: secret names, never values
+    if host == "gcp":
+        assert "AWS_SECRET_ACCESS_KEY = { secret = var.aws_secret_access_key_secret" in watcher
+    else:
+        assert (
+            "AWS_SECRET_ACCESS_KEY = { key_vault_id = var.watched_credentials_key_vault_id, "
+            "secret_name = var.aws_secret_access_key_secret }"
+        ) in watcher
+    variables = (out / "watcher" / "variables.tf").read_text()
+    assert 'variable "aws_secret_access_key_secret"' in variables
+    requirements = (out / "watcher" / "function" / "requirements.txt").read_text()
+    assert f"cronwarden[{host}]==" in requirements and "boto3>=" in requirements
+
+
+def test_a_watcher_on_aws_of_jobs_elsewhere_is_refused_clearly(tmp_path: Path) -> None:
     from cronwarden.deploy.render import render
     from cronwarden.errors import ConfigurationError
 
-    with pytest.raises(ConfigurationError, match="not rendered yet"):
-        render("gcp", str(EXAMPLE), tmp_path / "out", watcher_provider="aws")
+    with pytest.raises(ConfigurationError, match="cannot watch jobs on 'gcp'"):
+        render("gcp", str(QUARTER), tmp_path / "out", watcher_provider="aws")
 
 
 def _terraform(folder: Path, tmp_path: Path) -> dict[str, str]:
@@ -105,9 +174,10 @@ def _tf(folder: Path, env: dict[str, str], *args: str, ok: tuple[int, ...] = (0,
     return done.stdout
 
 
-def test_rendered_module_is_formatted_and_valid(tmp_path: Path) -> None:
+@pytest.mark.parametrize("watcher", [None, "gcp"])
+def test_rendered_module_is_formatted_and_valid(tmp_path: Path, watcher: str | None) -> None:
     out = tmp_path / "out"
-    _render(out)
+    _render(out, EXAMPLE, *(["--watcher-provider", watcher] if watcher else []))
     env = _terraform(out, tmp_path)
     _tf(out, env, "fmt", "-check", "-recursive")
     _tf(out, env, "init", "-input=false", "-backend=false")

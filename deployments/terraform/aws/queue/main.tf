@@ -40,6 +40,8 @@ resource "aws_sqs_queue" "dead_letter" {
   name                      = var.dead_letter_queue_name
   message_retention_seconds = var.retention_seconds
   sqs_managed_sse_enabled   = true
+  # The checkov policies (deployments/checkov/sqs_*.yaml) tell dead-letter queues by this tag.
+  tags = { "cronwarden-role" = "dead-letter" }
 }
 
 resource "aws_sqs_queue" "runs" {
@@ -47,6 +49,7 @@ resource "aws_sqs_queue" "runs" {
   message_retention_seconds  = var.retention_seconds
   visibility_timeout_seconds = var.visibility_timeout_seconds
   sqs_managed_sse_enabled    = true
+  tags                       = { "cronwarden-role" = "run-requests" }
 
   lifecycle {
     # The redrive policy is owned by aws_sqs_queue_redrive_policy.runs below (changes to

@@ -66,6 +66,7 @@ resource "aws_sqs_queue" "dead_letter" {
   name                      = "${var.prefix}-schedules-dlq"
   message_retention_seconds = 1209600
   sqs_managed_sse_enabled   = true
+  tags                      = { "cronwarden-role" = "dead-letter" }
 }
 
 data "aws_iam_policy_document" "assume" {
@@ -103,6 +104,7 @@ resource "aws_iam_role_policy" "scheduler" {
 }
 
 resource "aws_scheduler_schedule" "job" {
+  # checkov:skip=CKV_AWS_297:The schedule input is a job name and a time (no secret); AWS-owned key.
   for_each                     = var.with_jobs ? var.jobs : {}
   name                         = substr("${var.prefix}-${each.key}", 0, 64)
   group_name                   = aws_scheduler_schedule_group.jobs.name
@@ -130,6 +132,7 @@ resource "aws_scheduler_schedule" "job" {
 }
 
 resource "aws_scheduler_schedule" "watcher" {
+  # checkov:skip=CKV_AWS_297:The schedule input is a job name and a time (no secret); AWS-owned key.
   count                        = var.with_watcher ? 1 : 0
   name                         = "${var.prefix}-watcher"
   group_name                   = aws_scheduler_schedule_group.jobs.name
