@@ -1,4 +1,4 @@
-"""The official queue samples of the *installed* azure-servicebus, run unchanged against the emulator.
+"""The official queue samples of the *installed* azure-servicebus, run against the emulator.
 
 At module set-up the source distribution of the installed SDK version is fetched from the
 package registry (``pip download --no-binary :all:``; a failed download fails the tests, it does
@@ -64,6 +64,31 @@ UNSUPPORTED: dict[str, str] = {
 }
 
 
+_BOTH = (  # samples shipped sync and async (the async file name ends in _async)
+    "authenticate_client_connstr",
+    "authenticate_using_azure_named_key_credential",
+    "authenticate_using_azure_sas_credential",
+    "auto_lock_renew",
+    "client_identity_authentication",
+    "connection_to_custom_endpoint_address",
+    "deadletter_messages_and_correct",
+    "proxy",
+    "receive_deadlettered_messages",
+    "receive_deferred_message_queue",
+    "receive_iterator_queue",
+    "receive_peek",
+    "receive_queue",
+    "sample_code_servicebus",
+    "schedule_messages_and_cancellation",
+    "send_and_receive_amqp_annotated_message",
+    "send_queue",
+)
+_SYNC_ONLY = ("failure_and_recovery", "generate_sas_token_and_authenticate_client")
+KNOWN_QUEUE_SAMPLES = {f"sync_samples/{name}.py" for name in _BOTH + _SYNC_ONLY} | {
+    f"async_samples/{name}_async.py" for name in _BOTH
+}  # the 36 queue samples of azure-servicebus 7.15.0
+
+
 class Kind(Enum):
     HANGS = "hangs by design"
     FAILS_IN = "reaches an unsupported feature"
@@ -71,53 +96,53 @@ class Kind(Enum):
 
 
 @dataclass(frozen=True)
-class Exception_:
+class Expected:
     kind: Kind
     reason: str
     prints: tuple[str, ...] = ()  # stdout lines that prove the supported part ran
-    fails_in: str = ""  # the sample function its traceback must end in (FAILS_IN)
+    fails_in: str = ""  # a sample function its traceback passes through (FAILS_IN)
     prefill: int = 0  # messages put on the queue before it starts (HANGS)
 
 
 _ITERATES = "iterates a receiver without max_wait_time: waits for the next message for ever"
 
 # Keyed by "<dir>/<file>". Durations: auto_lock_renew sleeps 100 s per part, by design.
-EXCEPTIONS: dict[str, Exception_] = {
-    "sync_samples/receive_iterator_queue.py": Exception_(
+EXCEPTIONS: dict[str, Expected] = {
+    "sync_samples/receive_iterator_queue.py": Expected(
         Kind.HANGS, _ITERATES, prints=tuple(f"iter-{i}" for i in range(5)), prefill=5
     ),
-    "async_samples/receive_iterator_queue_async.py": Exception_(
+    "async_samples/receive_iterator_queue_async.py": Expected(
         Kind.HANGS, _ITERATES, prints=tuple(f"iter-{i}" for i in range(5)), prefill=5
     ),
-    "sync_samples/failure_and_recovery.py": Exception_(
+    "sync_samples/failure_and_recovery.py": Expected(
         Kind.HANGS, _ITERATES, prints=tuple(f"Data {i}" for i in range(10))
     ),
-    "sync_samples/auto_lock_renew.py": Exception_(
+    "sync_samples/auto_lock_renew.py": Expected(
         Kind.FAILS_IN,
         "after the queue part, renews a session lock on SERVICEBUS_SESSION_QUEUE_NAME (sessions)",
         prints=("Register messages into AutoLockRenewer done.", "Complete messages."),
         fails_in="renew_lock_on_session_of_the_sessionful_entity",
     ),
-    "async_samples/auto_lock_renew_async.py": Exception_(
+    "async_samples/auto_lock_renew_async.py": Expected(
         Kind.FAILS_IN,
         "after the two queue parts, renews locks on a topic subscription (topics)",
         prints=("Complete messages.", "Complete queue messages."),
         fails_in="renew_lock_via_receiver_auto_lock_renewer_keyword",
     ),
-    "sync_samples/sample_code_servicebus.py": Exception_(
+    "sync_samples/sample_code_servicebus.py": Expected(
         Kind.FAILS_IN,
         "its last part (example_session_ops_sync) uses a session queue (sessions)",
         fails_in="example_session_ops_sync",
     ),
-    "async_samples/sample_code_servicebus_async.py": Exception_(
+    "async_samples/sample_code_servicebus_async.py": Expected(
         Kind.FAILS_IN,
         "its last part (example_session_ops_async) uses a session queue (sessions)",
         fails_in="example_session_ops_async",
     ),
-    "sync_samples/proxy.py": Exception_(
+    "sync_samples/proxy.py": Expected(
         Kind.NOT_RUN, "sends through an HTTP proxy with a password it expects on 127.0.0.1:8899"
     ),
-    "async_samples/proxy_async.py": Exception_(
+    "async_samples/proxy_async.py": Expected(
         Kind.NOT_RUN, "sends through an HTTP proxy with a password it expects on 127.0.0.1:8899"
     ),
 }
@@ -129,7 +154,7 @@ for _relpath, _library in (
     ("async_samples/connection_to_custom_endpoint_address_async.py", "aiohttp"),
 ):
     if importlib.util.find_spec(_library) is None:
-        EXCEPTIONS[_relpath] = Exception_(
+        EXCEPTIONS[_relpath] = Expected(
             Kind.NOT_RUN, f"AMQP over WebSockets needs {_library}, which is not installed"
         )
 
@@ -271,7 +296,7 @@ def run_sample(
     return run
 
 
-def _progress_seen(log_path: Path, expected: Exception_, sb: ServiceBusEmulator, q: str) -> bool:
+def _progress_seen(log_path: Path, expected: Expected, sb: ServiceBusEmulator, q: str) -> bool:
     lines = set(log_path.read_text(errors="replace").splitlines())
     return all(p in lines for p in expected.prints) and _queue_count(sb, q) == 0
 
@@ -349,37 +374,6 @@ def suite(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _params() -> list[str]:
-    """Sample names for the test ids, without the network: the 7.15.0 list plus anything new
-    is checked by ``test_every_queue_sample_is_covered``."""
-    return sorted(KNOWN_QUEUE_SAMPLES)
-
-
-KNOWN_QUEUE_SAMPLES = {
-    f"{d}/{name}{'_async' if d == 'async_samples' else ''}.py"
-    for d in SAMPLE_DIRS
-    for name in (
-        "authenticate_client_connstr",
-        "authenticate_using_azure_named_key_credential",
-        "authenticate_using_azure_sas_credential",
-        "auto_lock_renew",
-        "client_identity_authentication",
-        "connection_to_custom_endpoint_address",
-        "deadletter_messages_and_correct",
-        "proxy",
-        "receive_deadlettered_messages",
-        "receive_deferred_message_queue",
-        "receive_iterator_queue",
-        "receive_peek",
-        "receive_queue",
-        "sample_code_servicebus",
-        "schedule_messages_and_cancellation",
-        "send_and_receive_amqp_annotated_message",
-        "send_queue",
-    )
-} | {"sync_samples/failure_and_recovery.py", "sync_samples/generate_sas_token_and_authenticate_client.py"}
-
-
 def _describe(run: SampleRun) -> str:
     tail = "\n".join(run.output.splitlines()[-25:])
     return f"{run.relpath} on queue {run.queue} after {run.seconds}s: {run.error}\n{tail}"
@@ -404,7 +398,7 @@ def test_new_samples(suite: SampleSuite) -> None:
 
 
 @pytest.mark.timeout(FAILS_IN_TIMEOUT + 120)
-@pytest.mark.parametrize("relpath", _params())
+@pytest.mark.parametrize("relpath", sorted(KNOWN_QUEUE_SAMPLES))
 def test_sample(suite: SampleSuite, relpath: str) -> None:
     if relpath not in suite.queue_samples:
         pytest.fail(f"{SDK} {suite.version} has no {relpath}")
