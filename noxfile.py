@@ -17,7 +17,7 @@ nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
 
 PYTHON = "3.11"
-TEST_EXTRAS = "dev,gcp,azure,emulators,postgres"
+TEST_EXTRAS = "dev,gcp,azure,aws,emulators,postgres"
 
 
 def _build_wheel(session: nox.Session) -> str:
@@ -102,6 +102,7 @@ def bench(session: nox.Session) -> None:
     """Benchmarks against the installed wheel, on the emulators: writes docs/benchmarks.md and
     bench-results.json (paths: --json / --markdown after ``--``; ``--quick`` to try it out)."""
     _install_wheel(session, TEST_EXTRAS)
+    session.install("aws-lambda-powertools>=3,<4")  # bench only: Powertools side by side
     session.run("python", "-m", "tests.bench", *session.posargs)
 
 

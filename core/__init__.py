@@ -28,6 +28,7 @@ _EXPORTS = {
     "CatchUp": "jobs",
     "Liveness": "jobs",
     "Overlap": "jobs",
+    "Expect": "expect",
     "Schedule": "schedule",
     "RunContext": "context",
     "LedgerItem": "context",
@@ -58,6 +59,7 @@ _EXPORTS = {
     "PermanentError": "errors",
     "FingerprintMismatch": "errors",
     "ConfigurationError": "errors",
+    "run_command": "command",
 }
 
 __all__ = [
@@ -69,6 +71,7 @@ __all__ = [
     "CronwardenError",
     "Engine",
     "EngineSettings",
+    "Expect",
     "FingerprintMismatch",
     "InvalidJobDefinition",
     "Job",
@@ -97,10 +100,12 @@ __all__ = [
     "provider_from_env",
     "redact",
     "register_secret",
+    "run_command",
     "run_key",
 ]
 
 if TYPE_CHECKING:
+    from .command import run_command
     from .config import load_jobs, provider_from_env
     from .context import LedgerItem, RunContext, Uncertain
     from .engine import Engine, EngineSettings, Outcome, OutcomeKind
@@ -113,6 +118,7 @@ if TYPE_CHECKING:
         LeaseLost,
         PermanentError,
     )
+    from .expect import Expect
     from .jobs import CatchUp, Job, JobSet, Liveness, Overlap, Retry, job
     from .liveness import Alert, Condition, Watcher
     from .model import RunRequest, RunState, run_key

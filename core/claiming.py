@@ -20,9 +20,10 @@ from __future__ import annotations
 import enum
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from .errors import CommitConflict
 from .jobs import Job, Overlap
@@ -279,7 +280,8 @@ class Claimer:
             excused_fire = (
                 run.state is RunState.EXCUSED and request.reason == "schedule" and not redrive
             )
-            if run.state is RunState.SUCCEEDED or excused_fire:
+            rerun = redrive > run.redrive  # a re-run / redrive is a newer generation
+            if (run.state is RunState.SUCCEEDED and not rerun) or excused_fire:
                 log.event(
                     logging.INFO,
                     "run.skipped",
@@ -389,34 +391,17 @@ class Claimer:
         """Record a scheduled fire skipped by the overlap policy against its window (state
         ``excused``, reason ``overlap_skip``) with the skip count, in one commit. False when
         the window's run record exists by now (nothing written)."""
-        window_text = format_window(request.window)
-        run = RunRecord(
-            job=job.name,
-            window=window_text,
-            run_key=request.run_key,
-            state=RunState.EXCUSED,
-            finished_at=now,
-            expire_at=now + self.retention,
-            payload=request.payload,
-            payload_fp=fingerprint(request.payload),
-            reason=request.reason,
-            excused="overlap_skip",
-            excused_detail=f"lock held by {holder}",
+        return excuse_window(
+            self.store,
+            job,
+            request,
+            now,
+            retention=self.retention,
+            reason="overlap_skip",
+            detail=f"lock held by {holder}",
+            status_fields=status_skipped("lock_held", holder, now),
+            increments={SKIPS_SINCE_SUCCESS: 1},
         )
-        increments = {SKIPS_SINCE_SUCCESS: 1}
-        if self.store.capabilities.atomic_increment:
-            increments[WINDOWS_RECORDED] = 1
-        fields = {**status_skipped("lock_held", holder, now), **status_excused(run, now)}
-        try:
-            self.store.commit(
-                [
-                    Create(run_key_of(job.name, window_text), run.to_data()),
-                    Merge(status_key_of(job.name), fields, increments),
-                ]
-            )
-        except CommitConflict:
-            return False
-        return True
 
     def _record_skip(
         self, job: Job, reason: str, holder: str, now: datetime, *, overlap: bool
@@ -489,3 +474,48 @@ class Claimer:
 
 def _backoff(job: Job, attempt: int) -> float:
     return job.retry.backoff(attempt).total_seconds()
+
+
+def excuse_window(
+    store: Store,
+    job: Job,
+    request: RunRequest,
+    now: datetime,
+    *,
+    retention: timedelta,
+    reason: str,
+    detail: str,
+    status_fields: Mapping[str, Any] | None = None,
+    increments: Mapping[str, int] | None = None,
+) -> bool:
+    """Account for ``request``'s window without running it (state ``excused`` with ``reason``:
+    ``overlap_skip``, ``paused``), in one commit with the job's status. False when the window's
+    run record exists by now (nothing written: the window is accounted for already)."""
+    window_text = format_window(request.window)
+    run = RunRecord(
+        job=job.name,
+        window=window_text,
+        run_key=request.run_key,
+        state=RunState.EXCUSED,
+        finished_at=now,
+        expire_at=now + retention,
+        payload=request.payload,
+        payload_fp=fingerprint(request.payload),
+        reason=request.reason,
+        excused=reason,
+        excused_detail=detail,
+    )
+    bumps = dict(increments or {})
+    if store.capabilities.atomic_increment:
+        bumps[WINDOWS_RECORDED] = 1
+    fields = {**(status_fields or {}), **status_excused(run, now)}
+    try:
+        store.commit(
+            [
+                Create(run_key_of(job.name, window_text), run.to_data()),
+                Merge(status_key_of(job.name), fields, bumps),
+            ]
+        )
+    except CommitConflict:
+        return False
+    return True

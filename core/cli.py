@@ -1,75 +1,52 @@
 """The ``cronwarden`` command line. Loaded only when the CLI runs (click and rich are not
-imported by ``import cronwarden``)."""
+imported by ``import cronwarden``).
+
+Exit statuses and shared options: :mod:`cronwarden.cli_common`. Command groups in their own
+modules register at the bottom of this file with ONE line each (see "Registration").
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import sys
+import traceback
 from datetime import UTC, datetime
 from typing import Any, NoReturn
 
 import click
 
+from .cli_common import (
+    _DSN_KEY,  # noqa: F401 - kept for modules that imported it from here
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    JOBS,
+    OPTIONAL_JOBS,
+    PROVIDER,
+    Fail,
+    _Fail,  # noqa: F401 - the old private name
+    debug_enabled,
+    emit_rows,
+    json_output,
+    positive_int,
+    setup,
+    state_info,
+    verdict_line,
+)
+from .cli_crontab import mount as mount_crontab
+from .cli_dashboard import dashboard
+from .cli_doctor import doctor, drill
+from .cli_ledger import ledger
 from .cli_notify import notify
+from .cli_pause import register as register_pause
 from .errors import CronwardenError
-from .hosting.settings import JOBS_ENV, PROVIDER_ENV, WEBHOOK_ENV
+from .hosting.settings import WEBHOOK_ENV
 from .redaction import redact
 
-JOBS = click.option(
-    "--jobs",
-    "-j",
-    "jobs_target",
-    envvar=JOBS_ENV,
-    required=True,
-    metavar="MODULE",
-    help="Job module: a dotted name or a .py path (or $CRONWARDEN_JOBS).",
-)
-_PROVIDER = click.option(
-    "--provider",
-    "-p",
-    envvar=PROVIDER_ENV,
-    default="local",
-    show_default=True,
-    help="local, gcp, azure or postgres (or $CRONWARDEN_PROVIDER).",
-)
-_DSN = click.option(
-    "--dsn",
-    expose_value=False,
-    callback=lambda ctx, _param, value: ctx.meta.__setitem__(_DSN_KEY, value) if value else None,
-    help="PostgreSQL DSN for --provider postgres (prefer $CRONWARDEN_POSTGRES_DSN: other users "
-    "can read a command line).",
-)
-_DSN_KEY = "cronwarden.dsn"
 
-
-def PROVIDER(command: Any) -> Any:
-    """``--provider`` and ``--dsn``."""
-    return _PROVIDER(_DSN(command))
-
-
-class _Fail(click.ClickException):
-    """One clear line, exit status 2."""
-
-    exit_code = 2
-
-    def show(self, file: Any = None) -> None:
-        click.echo(f"error: {redact(self.message)}", err=True)
-
-
-def _setup(jobs_target: str | None, provider_name: str) -> tuple[Any, Any]:
-    from .config import load_jobs, provider_from_env
-    from .logs import configure
-
-    configure()
-    jobs = load_jobs(jobs_target) if jobs_target else None
-    options: dict[str, Any] = {}
-    dsn = click.get_current_context().meta.get(_DSN_KEY)
-    if dsn:
-        if provider_name.strip().lower() != "postgres":
-            raise _Fail("--dsn applies to --provider postgres only")
-        options["dsn"] = dsn
-    return jobs, provider_from_env(provider_name, **options)
+def _setup(jobs_target: str | None, provider_name: str, **kwargs: Any) -> tuple[Any, Any]:
+    return setup(jobs_target, provider_name, **kwargs)
 
 
 def _parse_time(text: str | None, name: str) -> datetime | None:
@@ -78,7 +55,7 @@ def _parse_time(text: str | None, name: str) -> datetime | None:
     try:
         value = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise _Fail(f"{name}: {text!r} is not an ISO time like 2026-01-20T02:00Z") from None
+        raise Fail(f"{name}: {text!r} is not an ISO time like 2026-01-20T02:00Z") from None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
@@ -86,45 +63,96 @@ def _job(jobs: Any, name: str) -> Any:
     job = jobs.get(name)
     if job is None:
         known = ", ".join(j.name for j in jobs) or "none"
-        raise _Fail(f"unknown job {name!r} (known: {known})")
+        raise Fail(f"unknown job {name!r} (known: {known})")
     return job
+
+
+def _finish(code: int, line: str) -> NoReturn:
+    """Print the command's verdict line (as JSON in JSON mode) and exit with ``code``."""
+    if json_output():
+        click.echo(
+            json.dumps({"result": "ok" if code == 0 else "not ok", "exit": code, "message": line})
+        )
+    else:
+        click.echo(line)
+    sys.exit(code)
 
 
 @click.group()
 @click.version_option(package_name="cronwarden")
-def cli() -> None:
-    """Scheduled jobs that run once per window, never overlap and never fail silently."""
+@click.option("--debug", is_flag=True, help="Show the traceback behind an error line.")
+def cli(debug: bool) -> None:
+    """Scheduled jobs that run once per window, never overlap and never fail silently.
+
+    Exit status: 0 every run waited for succeeded; 1 a run failed, was dead-lettered or is
+    still retrying; 2 bad input; 130/143 stopped by SIGINT/SIGTERM.
+    """
 
 
-cli.add_command(notify)
+GRACE = click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    show_default=True,
+    help="Seconds to wait for running handlers after SIGINT/SIGTERM.",
+)
+
+
+def _graceful(runner: Any, grace: float) -> Any:
+    from .runtime import GracefulStop
+
+    return GracefulStop(runner, grace=grace).install()
 
 
 @cli.command()
 @JOBS
 @PROVIDER
-@click.option("--workers", default=2, show_default=True, help="Worker threads.")
+@positive_int("--workers", default=2, help="Worker threads.")
+@GRACE
 @click.option(
     "--once",
     is_flag=True,
     help="Run every job's latest due window, work the queue until it is empty, report, and exit.",
 )
-def run(jobs_target: str, provider: str, workers: int, once: bool) -> None:
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    help="Serve Prometheus text on 127.0.0.1:PORT/metrics.",
+)
+def run(
+    jobs_target: str,
+    provider: str,
+    workers: int,
+    grace: float,
+    once: bool,
+    metrics_port: int | None,
+) -> None:
     """Run the jobs of MODULE: scheduler, workers and liveness watcher in one process."""
     from .liveness import Watcher
+    from .metrics_prometheus import serve_runner_metrics
     from .runtime import LocalRunner
 
     jobs, prov = _setup(jobs_target, provider)
     runner = LocalRunner(jobs, prov, workers=workers)
+    metrics = None if metrics_port is None else serve_runner_metrics(runner, metrics_port)
+    stop = _graceful(runner, grace)
+    outcomes: dict[str, str] = {}
     try:
         if not once:
             runner.serve()
-            return
-        runner.fire_due()
-        runner.drain()
-        report = Watcher(jobs, runner.store, runner.queue, notifiers=[]).check()
-        _print_status(report)
+        else:
+            runner.fire_due()
+            runner.drain(outcomes=outcomes)
+            if stop.signum is None:
+                report = Watcher(jobs, runner.store, runner.queue, notifiers=[]).check()
+                code, line = verdict_line(outcomes)
+                _print_status(report, state_info(provider, prov), line=line)
+                sys.exit(code)
     finally:
+        if metrics is not None:
+            metrics.close()
         prov.close()
+    sys.exit(stop.finish() or EXIT_OK)
 
 
 @cli.command()
@@ -133,28 +161,55 @@ def run(jobs_target: str, provider: str, workers: int, once: bool) -> None:
 @click.argument("job_name")
 @click.option("--window", help="Window to run (ISO, UTC); default: the latest due window.")
 @click.option(
+    "--rerun",
+    is_flag=True,
+    help="Run a finished window again as a new generation (items its ledger marked done "
+    "are not repeated).",
+)
+@click.option(
     "--wait/--no-wait",
     default=True,
     show_default=True,
     help="Also work the queue until it is empty.",
 )
-def trigger(jobs_target: str, provider: str, job_name: str, window: str | None, wait: bool) -> None:
-    """Trigger one window of JOB_NAME by hand."""
+@GRACE
+def trigger(
+    jobs_target: str,
+    provider: str,
+    job_name: str,
+    window: str | None,
+    rerun: bool,
+    wait: bool,
+    grace: float,
+) -> None:
+    """Trigger one window of JOB_NAME by hand, and say what happened to it."""
+    from .cli_trigger import enqueue_by_hand, judge_after
     from .runtime import LocalRunner
 
-    jobs, prov = _setup(jobs_target, provider)
+    given = _parse_time(window, "--window")  # bad input is refused before any state is made
+    jobs, prov = _setup(jobs_target, provider, job_name=job_name)
     job = _job(jobs, job_name)
+    if given is not None:  # a window of the schedule, not in the future
+        given = _checked_window(job, given, datetime.now(UTC))
     try:
         runner = LocalRunner(jobs, prov, workers=1)
-        when = _parse_time(window, "--window") or runner.engine.now()
-        if window is not None:
-            when = _checked_window(job, when, runner.engine.now())
-        requests = runner.trigger.tick(job.name, when, reason="manual")
-        for request in requests:
-            click.echo(f"enqueued {request.run_key}")
-        if wait:
-            runner.drain()
-            _print_history(runner.store, job, limit=len(requests) + 2)
+        when = given or runner.engine.now()
+        told = enqueue_by_hand(runner, job, when, rerun=rerun)
+        if not told.wait or not wait:
+            _finish(told.code, told.line)
+        click.echo(told.line) if not json_output() else None
+        stop = _graceful(runner, grace)
+        outcomes: dict[str, str] = {}
+        runner.drain(outcomes=outcomes)
+        if stop.signum is not None:
+            sys.exit(stop.finish() or EXIT_FAILED)
+        code, line = judge_after(runner.store, job, told, outcomes)
+        if not json_output():
+            click.echo(line)
+            _print_history(runner.store, job, limit=3, long=False)
+            sys.exit(code)
+        _print_history(runner.store, job, limit=3, long=False)
+        _finish(code, line)
     finally:
         prov.close()
 
@@ -164,18 +219,15 @@ def trigger(jobs_target: str, provider: str, job_name: str, window: str | None, 
 @PROVIDER
 def status(jobs_target: str, provider: str) -> None:
     """Jobs, schedules, last success, next expected run, state, failures, DLQ depth."""
-    from .liveness import Watcher
+    from .liveness import Report, Watcher
+    from .ports import STATUS
 
-    jobs, prov = _setup(jobs_target, provider)
+    jobs, prov = _setup(jobs_target, provider, read_only=True)
     try:
         store, queue = prov.store(), prov.queue()
         watcher = Watcher(jobs, store, queue, notifiers=[])
-        from .ports import STATUS
-
         health, _ = watcher.evaluate(store.query(STATUS), watcher.clock(), None)
-        from .liveness import Report
-
-        _print_status(Report(health, queue.dlq_depth(), [], [], []))
+        _print_status(Report(health, queue.dlq_depth(), [], [], []), state_info(provider, prov))
     finally:
         prov.close()
 
@@ -193,7 +245,7 @@ def check(jobs_target: str, provider: str, webhook: str | None) -> None:
     from .liveness import Watcher
     from .notify import LogNotifier, Notifier, WebhookNotifier
 
-    jobs, prov = _setup(jobs_target, provider)
+    jobs, prov = _setup(jobs_target, provider, read_only=True)
     notifiers: list[Notifier] = [LogNotifier()]
     if webhook:
         notifiers.append(WebhookNotifier(webhook))
@@ -204,7 +256,7 @@ def check(jobs_target: str, provider: str, webhook: str | None) -> None:
     for alert in report.active:
         click.echo(f"ALERT {alert.kind.value}: {alert.text}")
     if not report.ok:
-        sys.exit(1)
+        sys.exit(EXIT_FAILED)
     click.echo(f"ok: {len(report.jobs)} job(s) healthy")
 
 
@@ -212,12 +264,13 @@ def check(jobs_target: str, provider: str, webhook: str | None) -> None:
 @JOBS
 @PROVIDER
 @click.argument("job_name")
-@click.option("--limit", default=20, show_default=True)
-def history(jobs_target: str, provider: str, job_name: str, limit: int) -> None:
+@positive_int("--limit", default=20, help="At most this many runs.")
+@click.option("--long", "long_", is_flag=True, help="Show errors in full.")
+def history(jobs_target: str, provider: str, job_name: str, limit: int, long_: bool) -> None:
     """The latest runs of JOB_NAME, newest first."""
-    jobs, prov = _setup(jobs_target, provider)
+    jobs, prov = _setup(jobs_target, provider, read_only=True, job_name=job_name)
     try:
-        _print_history(prov.store(), _job(jobs, job_name), limit=limit)
+        _print_history(prov.store(), _job(jobs, job_name), limit=limit, long=long_)
     finally:
         prov.close()
 
@@ -227,72 +280,74 @@ def dlq() -> None:
     """Inspect and redrive the dead-letter queue."""
 
 
-@dlq.command("list")
-@PROVIDER
-@click.option("--limit", default=20, show_default=True)
-def dlq_list(provider: str, limit: int) -> None:
-    """Dead letters with their reasons (not consumed)."""
-    from rich.console import Console
-    from rich.table import Table
+def _letters_of(jobs: Any, letters: list[Any]) -> list[Any]:
+    if jobs is None:
+        return letters
+    names = {job.name for job in jobs}
+    return [letter for letter in letters if letter.attributes.get("job") in names]
 
-    _, prov = _setup(None, provider)
+
+@dlq.command("list")
+@OPTIONAL_JOBS
+@PROVIDER
+@positive_int("--limit", default=20, help="At most this many messages.")
+def dlq_list(jobs_target: str | None, provider: str, limit: int) -> None:
+    """Dead letters with their reasons (not consumed)."""
+    from .cli_views import letter_row
+
+    jobs, prov = _setup(jobs_target, provider, read_only=True)
     try:
         queue = prov.queue()
-        letters, depth = queue.dlq_peek(limit), queue.dlq_depth()
+        letters, depth = _letters_of(jobs, queue.dlq_peek(limit)), queue.dlq_depth()
     finally:
         prov.close()
-    table = Table(title=f"dead-letter queue: {depth} message(s)")
-    for column in ("message id", "run key", "reason", "attempts", "description"):
-        table.add_column(column)
-    for letter in letters:
-        table.add_row(
-            letter.message_id,
-            letter.attributes.get("run_key", "?"),
-            letter.reason,
-            str(letter.attempts),
-            redact(letter.description)[:120],
-        )
-    Console().print(table)
+    emit_rows(
+        f"dead-letter queue: {depth} message(s)",
+        ("message id", "run key", "dead-lettered", "reason", "attempts", "description"),
+        (letter_row(letter) for letter in letters),
+        cells=lambda r: [
+            r["message_id"],
+            r["run_key"],
+            r["dead_lettered_at"] or "-",
+            r["reason"],
+            str(r["attempts"]),
+            r["description"][:200],
+        ],
+    )
 
 
 @dlq.command("show")
+@OPTIONAL_JOBS
 @PROVIDER
 @click.argument("message_id")
-def dlq_show(provider: str, message_id: str) -> None:
-    """One dead letter in full (body, attributes, reason)."""
-    _, prov = _setup(None, provider)
+def dlq_show(jobs_target: str | None, provider: str, message_id: str) -> None:
+    """One dead letter in full: body, attributes, reason, when, and its run's last error."""
+    from .cli_common import NoState
+    from .cli_views import letter_detail
+
     try:
-        letters = prov.queue().dlq_peek(1000)
+        jobs, prov = _setup(jobs_target, provider, read_only=True)
+    except NoState as exc:
+        raise Fail(f"no dead letter with message id {message_id!r}: {exc.message}") from None
+    try:
+        letters = _letters_of(jobs, prov.queue().dlq_peek(1000))
+        for letter in letters:
+            if letter.message_id == message_id:
+                detail = letter_detail(letter, prov.store())
+                click.echo(json.dumps(detail, indent=2, ensure_ascii=False, default=str))
+                return
     finally:
         prov.close()
-    for letter in letters:
-        if letter.message_id == message_id:
-            click.echo(
-                json.dumps(
-                    {
-                        "message_id": letter.message_id,
-                        "reason": letter.reason,
-                        "description": redact(letter.description),
-                        "attempts": letter.attempts,
-                        "attributes": letter.attributes,
-                        "body": redact(letter.body.decode("utf-8", "replace")),
-                    },
-                    indent=2,
-                    ensure_ascii=False,
-                )
-            )
-            return
-    raise _Fail(f"no dead letter with message id {message_id!r}")
+    raise Fail(f"no dead letter with message id {message_id!r}")
 
 
 @dlq.command("redrive")
+@OPTIONAL_JOBS
 @PROVIDER
-@click.option("--limit", default=10, show_default=True, help="At most this many messages.")
-def dlq_redrive(provider: str, limit: int) -> None:
+@positive_int("--limit", default=10, help="At most this many messages.")
+def dlq_redrive(jobs_target: str | None, provider: str, limit: int) -> None:
     """Move dead letters back to the queue, in a capped batch. Fix the cause first."""
-    if limit < 1:
-        raise _Fail("--limit must be at least 1")
-    _, prov = _setup(None, provider)
+    _, prov = _setup(jobs_target, provider, read_only=True)
     try:
         moved = prov.queue().redrive(limit)
     finally:
@@ -309,8 +364,9 @@ __import__("cronwarden.cli_windows").cli_windows.mount(dlq)  # dlq windows / res
 @click.argument("job_name")
 @click.option("--from", "start", required=True, help="First window (ISO, UTC).")
 @click.option("--to", "end", help="Last window (ISO, UTC); default: now.")
-@click.option("--limit", default=100, show_default=True, help="At most this many windows.")
+@positive_int("--limit", default=100, help="At most this many windows.")
 @click.option("--wait/--no-wait", default=False, help="Also work the queue until empty.")
+@GRACE
 def backfill(
     jobs_target: str,
     provider: str,
@@ -319,31 +375,38 @@ def backfill(
     end: str | None,
     limit: int,
     wait: bool,
+    grace: float,
 ) -> None:
     """Enqueue windows of JOB_NAME that never ran, oldest first."""
-    from rich.progress import Progress
-
     from .backfill import missing_windows
     from .model import RunRequest
     from .runtime import LocalRunner
 
-    jobs, prov = _setup(jobs_target, provider)
+    first, given_last = _parse_time(start, "--from"), _parse_time(end, "--to")
+    jobs, prov = _setup(jobs_target, provider, job_name=job_name)
     job = _job(jobs, job_name)
     try:
         runner = LocalRunner(jobs, prov, workers=1)
-        first = _parse_time(start, "--from")
-        last = _parse_time(end, "--to") or runner.engine.now()
+        last = given_last or runner.engine.now()
         assert first is not None
-        windows = missing_windows(runner.store, job, first, last, limit=limit)
-        with Progress(transient=False) as progress:
-            task = progress.add_task(f"backfill {job.name}", total=len(windows))
-            runner.trigger.publish_oldest_first(
-                [RunRequest(job.name, window, reason="backfill") for window in windows]
-            )
-            progress.advance(task, len(windows))
-        click.echo(f"enqueued {len(windows)} window(s)")
-        if wait:
-            runner.drain()
+        missing = missing_windows(runner.store, job, first, last)
+        windows = missing[:limit]
+        runner.trigger.publish_oldest_first(  # any number of workers run them oldest first
+            [RunRequest(job.name, window, reason="backfill") for window in windows]
+        )
+        left = len(missing) - len(windows)
+        more = f"; {left} more missing window(s) left (run again or raise --limit)" if left else ""
+        click.echo(f"enqueued {len(windows)} window(s){more}")
+        if not wait:
+            return
+        stop = _graceful(runner, grace)
+        outcomes: dict[str, str] = {}
+        runner.drain(outcomes=outcomes)
+        if stop.signum is not None:
+            sys.exit(stop.finish() or EXIT_FAILED)
+        code, line = verdict_line(outcomes)
+        click.echo(line)
+        sys.exit(code)
     finally:
         prov.close()
 
@@ -354,74 +417,119 @@ def _checked_window(job: Any, when: datetime, now: datetime) -> datetime:
     try:
         return check_window(job, when, now)
     except WindowRefused as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+        raise Fail(str(exc)) from None
 
 
-def _print_status(report: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _print_status(report: Any, where: Any, *, line: str | None = None) -> None:
+    from .cli_views import status_row
 
-    from .liveness import _fmt
+    if line is not None:
+        if json_output():
+            click.echo(json.dumps({"result": line.split(":")[0], "message": line}))
+        else:
+            click.echo(line)
+    rows = [status_row(item) for item in report.jobs]
+    if not json_output():
+        click.echo(f"state: {where.where} (provider {where.provider})")
+    emit_rows(
+        "cronwarden jobs",
+        (
+            "job",
+            "owner",
+            "schedule",
+            "last success",
+            "next expected",
+            "state",
+            "failures",
+            "duration (p50 / p95)",
+            "missed after",
+            "alerts",
+        ),
+        rows,
+        cells=lambda r: [
+            r["job"],
+            r["owner"] or "-",
+            r["schedule"],
+            r["last_success_window"] or "never",
+            r["next_expected"] or "-",
+            r["state"] + (" (overran)" if r["overran"] else ""),
+            str(r["failures"]),
+            r["duration"],
+            r["missed_after"],
+            ", ".join(r["alerts"]) or "ok",
+        ],
+        footer=None if report.dlq_depth is None else f"dead-letter queue depth: {report.dlq_depth}",
+    )
 
-    table = Table(title="cronwarden jobs")
-    for column in (
-        "job",
-        "schedule",
-        "last success",
-        "next expected",
-        "state",
-        "failures",
-        "missed after",
-        "alerts",
-    ):
-        table.add_column(column)
-    for item in report.jobs:
-        st = item.status
-        table.add_row(
-            item.job.name,
-            f"{item.job.schedule.cron} ({item.job.schedule.timezone})",
-            _fmt(item.last_success),
-            _fmt(item.expected_next),
-            str(st.get("status") or "-"),
-            str(st.get("consecutive_failures") or 0),
-            getattr(item, "threshold", "-"),
-            ", ".join(c.value for c in item.conditions) or "ok",
-        )
-    console = Console()
-    console.print(table)
-    if report.dlq_depth is not None:
-        console.print(f"dead-letter queue depth: {report.dlq_depth}")
+
+def _print_history(store: Any, job: Any, *, limit: int, long: bool) -> None:
+    from .cli_views import history_rows
+
+    rows = history_rows(store, job, limit)
+    emit_rows(
+        f"history of {job.name}",
+        (
+            "window",
+            "state",
+            "att.",
+            "started",
+            "finished",
+            "ms",
+            "reason",
+            "counters",
+            "worker",
+            "error",
+        ),
+        rows,
+        cells=lambda r: [
+            r["window"],
+            r["state"] + (" (overran)" if r["overran"] else ""),
+            str(r["attempt"]) + (f" g{r['generation']}" if r["generation"] else ""),
+            r["started_at"] or "-",
+            r["finished_at"] or "-",
+            "" if r["duration_ms"] is None else str(r["duration_ms"]),
+            r["reason"],
+            " ".join(f"{k}={v}" for k, v in sorted(r["counters"].items())),
+            r["worker"],
+            r["error"] if long or len(r["error"]) <= 80 else r["error"][:79] + "… (--long)",
+        ],
+    )
 
 
-def _print_history(store: Any, job: Any, *, limit: int) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from .ports import RUN
-    from .records import RunRecord
-
-    records = store.query(RUN, job.name)[-limit:][::-1]
-    table = Table(title=f"history of {job.name}")
-    for column in ("window", "state", "attempt", "run id", "duration ms", "error"):
-        table.add_column(column)
-    for record in records:
-        run = RunRecord.from_data(record.data)
-        table.add_row(
-            record.key.id,
-            run.state.value,
-            str(run.attempt),
-            run.run_id,
-            "" if run.duration_ms is None else str(run.duration_ms),
-            redact(run.error or "")[:80],
-        )
-    Console().print(table)
+# -- Registration: one line per command module ------------------------------------------------
+# A command group in its own module (``core/cli_<area>.py``, importing its options from
+# ``cli_common``) is attached here with ONE line, e.g.
+#     cli.add_command(ledger)            # from .cli_ledger import ledger
+#     dlq.add_command(dlq_resolve)       # from .cli_windows import dlq_resolve
+cli.add_command(notify)
+mount_crontab(cli)
+cli.add_command(doctor)
+cli.add_command(drill)
+register_pause(cli)
+cli.add_command(ledger)
+cli.add_command(dashboard)
 
 
 def _mount_emulators() -> None:
-    from cronwarden.emulators.cli import emulators
-
+    try:
+        from cronwarden.emulators.cli import emulators
+    except ImportError as exc:
+        cli.add_command(_missing("emulators", "emulators", exc))
+        return
     cli.add_command(emulators)
+
+
+def _missing(name: str, extra: str, exc: ImportError) -> click.Command:
+    @click.command(name, context_settings={"ignore_unknown_options": True})
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    def missing(args: tuple[str, ...]) -> None:
+        raise Fail(
+            f"`cronwarden {name}` needs the [{extra}] extra ({exc.name or exc}): "
+            f"pip install 'cronwarden[{extra}]'"
+        )
+
+    missing.help = f"(needs: pip install 'cronwarden[{extra}]')"
+    return missing
 
 
 def _mount_deploy() -> None:
@@ -430,8 +538,33 @@ def _mount_deploy() -> None:
     cli.add_command(deploy)
 
 
+#: top-level modules of the optional extras, for a one-line install hint
+_EXTRAS = {"google": "gcp", "azure": "azure", "psycopg": "postgres", "proton": "emulators"}
+
+
+def _error_line(exc: BaseException) -> str:
+    """One line for an exception a user can cause."""
+    import sqlite3
+
+    if isinstance(exc, KeyError) and exc.args:
+        return str(exc.args[0])
+    if isinstance(exc, sqlite3.DatabaseError):
+        from .cli_common import state_path
+
+        return f"state {state_path()}: {exc}"
+    if isinstance(exc, ImportError):
+        extra = _EXTRAS.get((exc.name or "").split(".")[0])
+        if extra:
+            return f"{exc} (a missing extra: pip install 'cronwarden[{extra}]')"
+    if isinstance(exc, CronwardenError | ValueError | OSError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
 def main(argv: list[str] | None = None) -> NoReturn:
-    """Entry point: clear one-line errors and non-zero exits instead of tracebacks."""
+    """Entry point: clear one-line errors and the exit statuses of :mod:`cli_common`."""
+    import sqlite3
+
     with contextlib.suppress(ImportError):
         _mount_emulators()
     with contextlib.suppress(ImportError):
@@ -442,10 +575,19 @@ def main(argv: list[str] | None = None) -> NoReturn:
         click.echo("aborted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except (CronwardenError, ValueError, KeyError, OSError) as exc:
-        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        click.echo(f"error: {redact(str(text))}", err=True)
-        sys.exit(2)
-    sys.exit(0)
+        if debug_enabled() and exc.__cause__ is not None:
+            traceback.print_exception(exc.__cause__)
+        click.echo(f"error: {redact(exc.format_message())}", err=True)  # one line, no usage
+        sys.exit(EXIT_BAD_INPUT if type(exc) is click.ClickException else exc.exit_code)
+    except (CronwardenError, ValueError, KeyError, OSError, sqlite3.Error, ImportError) as exc:
+        if debug_enabled():
+            traceback.print_exc()
+        click.echo(f"error: {redact(_error_line(exc))}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    except Exception as exc:  # a bug: still one line, with the way to see more
+        if debug_enabled():
+            traceback.print_exc()
+        hint = "" if debug_enabled() else " (cronwarden --debug … shows the traceback)"
+        click.echo(f"error: {redact(_error_line(exc))}{hint}", err=True)
+        sys.exit(EXIT_FAILED)
+    sys.exit(EXIT_OK)

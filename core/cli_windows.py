@@ -198,7 +198,7 @@ def _now() -> datetime:
 def mount(dlq: click.Group) -> None:
     """Add ``dlq windows`` and ``dlq resolve`` to ``dlq``, and ``--job/--window`` to its
     ``redrive`` (without them it redrives the broker's DLQ as before)."""
-    from .cli import JOBS, PROVIDER
+    from .cli_common import JOBS, PROVIDER
 
     @dlq.command("windows")
     @JOBS

@@ -1,9 +1,8 @@
 """Choosing a provider by configuration, and loading job modules.
 
 ``CRONWARDEN_PROVIDER`` selects the provider (``local`` by default, ``gcp``, ``azure``,
-``postgres``); each
-provider reads its own settings from the environment (see its ``from_env``). Job code never
-names a provider: moving clouds is a configuration change.
+``aws``, ``postgres``); each provider reads its own settings from the environment (see its
+``from_env``). Job code never names a provider: moving clouds is a configuration change.
 """
 
 from __future__ import annotations
@@ -12,19 +11,22 @@ import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import ConfigurationError
 from .jobs import JobSet
 from .ports import Provider
 
+_T = TypeVar("_T")
+
 PROVIDERS = {
     "local": "cronwarden.adapters.local:LocalProvider",
     "gcp": "cronwarden.adapters.gcp:GcpProvider",
     "azure": "cronwarden.adapters.azure:AzureProvider",
+    "aws": "cronwarden.adapters.aws:AwsProvider",
     "postgres": "cronwarden.adapters.postgres:PostgresProvider",
 }
 
@@ -43,7 +45,7 @@ def provider_from_env(name: str | None = None, **options: Any) -> Provider:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        extra = {"gcp": "gcp", "azure": "azure", "postgres": "postgres"}.get(chosen)
+        extra = {"gcp": "gcp", "azure": "azure", "aws": "aws", "postgres": "postgres"}.get(chosen)
         hint = f" (pip install 'cronwarden[{extra}]')" if extra else ""
         raise ConfigurationError(f"provider {chosen!r} is not available: {exc}{hint}") from exc
     cls = getattr(module, attr)
@@ -67,12 +69,60 @@ def load_module(target: str) -> ModuleType:
         directory = os.path.dirname(path)
         if directory not in sys.path:
             sys.path.insert(0, directory)
-        spec.loader.exec_module(module)
+        loader = spec.loader
+        _run_user_code(lambda: loader.exec_module(module), target)
         return module
     try:
-        return importlib.import_module(target)
+        return _run_user_code(lambda: importlib.import_module(target), target)
     except ModuleNotFoundError as exc:
-        raise ConfigurationError(f"cannot import job module {target!r}: {exc}") from exc
+        if exc.name and target.split(".")[0] == exc.name.split(".")[0]:
+            raise ConfigurationError(f"cannot import job module {target!r}: {exc}") from exc
+        raise
+
+
+def _run_user_code(load: Callable[[], _T], target: str) -> _T:
+    """Run a job module's import; an error in it becomes a ConfigurationError naming the
+    file and line at fault (cronwarden's own errors keep their message: they name the job)."""
+    from .errors import CronwardenError
+
+    try:
+        return load()
+    except CronwardenError:
+        raise
+    except SyntaxError as exc:
+        where = f"{_shown(exc.filename)}:{exc.lineno}" if exc.filename else target
+        raise ConfigurationError(f"{where}: SyntaxError: {exc.msg}") from exc
+    except ModuleNotFoundError as exc:
+        if exc.name and target.split(".")[0] == exc.name.split(".")[0]:
+            raise  # the job module itself is missing
+        raise ConfigurationError(
+            f"{_user_frame(exc, target)}: {type(exc).__name__}: {exc}"
+        ) from exc
+    except Exception as exc:
+        raise ConfigurationError(
+            f"{_user_frame(exc, target)}: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _user_frame(exc: BaseException, target: str) -> str:
+    """``file:line`` of the innermost frame outside cronwarden and the import machinery."""
+    import traceback
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not f.filename.startswith(here) and "<frozen" not in f.filename
+    ]
+    if not frames:
+        return target
+    return f"{_shown(frames[-1].filename)}:{frames[-1].lineno}"
+
+
+def _shown(path: str) -> str:
+    """``path`` relative to the current directory when it is under it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
 
 
 def load_jobs(target: str) -> JobSet:

@@ -13,6 +13,7 @@ the run over, the next ``ctx`` call raises :class:`~cronwarden.errors.LeaseLost`
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -103,9 +104,20 @@ class RunContext:
         self._lease.check()
 
     def sleep(self, seconds: float) -> None:
-        """Sleep, waking early (and raising) when the run is asked to stop."""
-        self._lease.stop_event.wait(max(0.0, seconds))
-        self.check()
+        """Sleep, waking early (and raising) when the run is asked to stop or reaches its
+        deadline (max runtime) or its lease's end: never sleeps past either."""
+        end = time.monotonic() + max(0.0, seconds)
+        while True:
+            self.check()
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            self._lease.stop_event.wait(max(0.001, min(left, self._until_deadline())))
+
+    def _until_deadline(self) -> float:
+        lease = self._lease
+        limits = [lease.expires_at()] + ([lease.deadline] if lease.deadline is not None else [])
+        return (min(limits) - lease.clock()).total_seconds()
 
     def count(self, name: str, amount: int = 1) -> None:
         """Add to a counter reported with the run's completion."""
@@ -123,8 +135,15 @@ class RunContext:
         encoded = json.dumps(value)
         if len(encoded.encode()) > MAX_CHECKPOINT_BYTES:
             raise ValueError(f"checkpoint is over {MAX_CHECKPOINT_BYTES} bytes; store a pointer")
-        self._lease.write(self._ledger.take_done(), checkpoint=json.loads(encoded))
+        self._write(checkpoint=json.loads(encoded))
         self._checkpoint = value
+
+    def _write(self, marks: list[Any] | None = None, **run_changes: Any) -> None:
+        """One fenced write carrying the ledger's owed marks (and ``marks``); the owed marks
+        are forgotten only once the store acknowledged it."""
+        sent = self._ledger.outgoing()
+        self._lease.write([*sent.ops, *(marks or [])], **run_changes)
+        self._ledger.acknowledge(sent)
 
     # -- the ledger -------------------------------------------------------------------------
     def items(
@@ -151,21 +170,27 @@ class RunContext:
             raise ValueError("batch_size must be at least 1")
         key_of = key_function(key)
         iterator = iter(iterable)
-        while batch := list(islice(iterator, size)):
-            self.check()
-            claimed = self._ledger.claim(
-                batch, key_of, fingerprint_of, self.count, self._quarantined
-            )
-            if not claimed.marks:
-                continue
-            self._lease.write(self._ledger.take_done() + claimed.marks)
-            self._ledger.unstarted = [(ready.key, fp) for ready, fp in claimed.todo]
-            for ready, fp in claimed.todo:
+        loop = self._ledger.open_loop()
+        try:
+            while batch := list(islice(iterator, size)):
                 self.check()
-                self._ledger.unstarted.pop(0)
-                yield ready
-                self._ledger.completed.append((ready.key, fp))
-                self.count("items_done")
+                claimed = self._ledger.claim(
+                    batch, key_of, fingerprint_of, self.count, self._quarantined
+                )
+                if not claimed.marks:
+                    continue
+                # owed before the write: if it fails (or its outcome is unknown) they are released
+                loop.unstarted = [(ready.key, fp) for ready, fp in claimed.todo]
+                self._write(claimed.marks)
+                for ready, fp in claimed.todo:
+                    self.check()
+                    loop.unstarted.pop(0)
+                    yield ready
+                    self._ledger.completed.append((ready.key, fp))
+                    self.count("items_done")
+        finally:
+            # break, an exception, a failed write: this loop's never-started items are released
+            self._ledger.close_loop(loop)
 
     def _quarantined(self, item_key: str) -> None:
         self.log.warning(
@@ -175,5 +200,5 @@ class RunContext:
         )
 
     def take_completed(self) -> list[Any]:
-        """Deprecated: the engine takes the ledger's last marks with ``Ledger.take_final``."""
+        """Deprecated: the engine takes the ledger's last marks with ``Ledger.final``."""
         return self._ledger.take_final()

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from .baseline import baseline_fields
 from .claiming import Claim, Claimer, Refusal
 from .context import RunContext, RunInfo
 from .errors import (
@@ -42,13 +43,17 @@ from .ports import Merge, Store
 from .records import (
     CONSECUTIVE_FAILURES,
     LAST_SUCCESS_WINDOW_TS,
+    QUARANTINED,
     WINDOWS_OPEN,
     RunRecord,
+    StatusRecord,
+    run_suspicious,
     status_failed,
     status_key_of,
     status_succeeded,
+    status_suspicious,
 )
-from .redaction import snippet
+from .redaction import snippet, traceback_tail
 
 
 def utcnow() -> datetime:
@@ -117,6 +122,8 @@ class EngineSettings:
     retention: timedelta = timedelta(days=30)
     clock: Clock = utcnow
     error_snippet_chars: int = 500
+    #: seconds a fenced write the store did not apply is retried (backoff) before it fails
+    store_retry_for: float = 30.0
 
 
 class Engine:
@@ -159,6 +166,11 @@ class Engine:
         with self._active_guard:
             for lease in self._active:
                 lease.interrupt(Cancelled("worker is shutting down"))
+
+    def running(self) -> list[str]:
+        """Run keys whose handlers this engine runs right now (what a stop would leave)."""
+        with self._active_guard:
+            return sorted(lease.run.run_key for lease in self._active)
 
     def execute(
         self,
@@ -268,6 +280,7 @@ class Engine:
             payload=request.payload,
             checkpoint=run.checkpoint,
         )
+        lease.retry_for = self.settings.store_retry_for
         ledger = self.ledger(job, claim)
         ctx = RunContext(info, lease=lease, ledger=ledger, log=log)
         keeper = LeaseKeeper(
@@ -297,6 +310,17 @@ class Engine:
             with self._active_guard:
                 self._active.discard(lease)
         duration_ms = int((time.monotonic() - started) * 1000)
+        limit_ms = int(job.max_runtime.total_seconds() * 1000)
+        if duration_ms > limit_ms:  # marked on the run record and the status by the completion
+            lease.run = lease.run.with_(overran=True)
+            log.event(
+                logging.WARNING,
+                "run.overran",
+                f"{job.name}: {request.run_key} ran {duration_ms} ms, past its max_runtime of "
+                f"{limit_ms} ms (the handler did not stop at the deadline: call ctx.check())",
+                duration_ms=duration_ms,
+                max_runtime_ms=limit_ms,
+            )
         try:
             if error is None:
                 return self._complete(job, request, ctx, ledger, lease, duration_ms, log)
@@ -340,18 +364,49 @@ class Engine:
             duration_ms=duration_ms,
             counters=ctx.counters,
             error=None,
+            traceback=None,
         )
+        # Expectations and the duration baseline ride in this same commit (no read).
+        reasons = job.expect.breaches(ctx.counters, duration_ms) if job.expect else []
+        if reasons:
+            run = run_suspicious(run, reasons)
         fields = status_succeeded(run, now, duration_ms, ctx.counters)
+        fields.update(baseline_fields(job, request.window, duration_ms, now))
         success = {LAST_SUCCESS_WINDOW_TS: int(request.window.timestamp())}
         maximums: dict[str, int] = {}
         if self._success_window_is_plain(job, request, lease):
             fields.update(success)
+            # Only the newest window sets or clears ``suspicious``: a late catch-up run must
+            # not hide a newer suspicious one (its reasons stay in its run record and log).
+            fields.update(status_suspicious(run, reasons, now))
         else:
             maximums = success  # raised, never lowered
+        quarantined = sorted(set(ledger.quarantined))
+        run = run.with_(quarantined=quarantined)  # this attempt's, not a taken-over record's
+        if quarantined:  # not a plain success: recorded until an operator resolves them
+            fields[QUARANTINED] = self._quarantine_map(job, ledger.window, quarantined)
         closed = {WINDOWS_OPEN: -1} if self.store.capabilities.atomic_increment else {}
         status = Merge(status_key_of(job.name), fields, closed, maximums=maximums)
         if not self._record(job, request, lease, run, status, ledger, log):
             return self._lease_lost(job, request, ctx)
+        if quarantined:
+            shown = ", ".join(quarantined[:20]) + (" …" if len(quarantined) > 20 else "")
+            log.event(
+                logging.WARNING,
+                "run.quarantined",
+                f"{job.name}: {request.run_key} succeeded with {len(quarantined)} quarantined "
+                f"item(s) needing a human: {shown} (cronwarden ledger resolve)",
+                status="succeeded",
+                quarantined=quarantined,
+            )
+            return Outcome(
+                OutcomeKind.SUCCEEDED,
+                request.run_key,
+                ctx.run_id,
+                reason="quarantined",
+                detail=f"{len(quarantined)} quarantined item(s): {shown}",
+                counters=dict(ctx.counters),
+            )
         log.event(
             logging.INFO,
             "run.completed",
@@ -360,9 +415,33 @@ class Engine:
             duration_ms=duration_ms,
             counters=ctx.counters,
         )
+        detail = ""
+        if reasons:
+            detail = "suspicious: " + "; ".join(reasons)
+            log.event(
+                logging.WARNING,
+                "run.suspicious",
+                f"{job.name}: {request.run_key} succeeded but looks wrong: {'; '.join(reasons)}",
+                status="succeeded",
+                suspicious=reasons,
+                counters=ctx.counters,
+                duration_ms=duration_ms,
+            )
         return Outcome(
-            OutcomeKind.SUCCEEDED, request.run_key, ctx.run_id, counters=dict(ctx.counters)
+            OutcomeKind.SUCCEEDED,
+            request.run_key,
+            ctx.run_id,
+            detail=detail,
+            counters=dict(ctx.counters),
         )
+
+    def _quarantine_map(self, job: Job, window: str, keys: list[str]) -> dict[str, list[str]]:
+        """The status's unresolved quarantined items with this window's ``keys`` (one read,
+        on this path only: a merge sets the whole field)."""
+        stored = self.store.get(status_key_of(job.name))
+        current = StatusRecord.from_data(stored.data).quarantined if stored else {}
+        current[window] = keys
+        return current
 
     def _success_window_is_plain(self, job: Job, request: RunRequest, lease: Lease) -> bool:
         """Whether the completion writes the job's success window as a plain field rather than
@@ -408,6 +487,8 @@ class Engine:
             duration_ms=duration_ms,
             counters=ctx.counters,
             error=text,
+            quarantined=sorted(set(ledger.quarantined)),
+            traceback=traceback_tail(error),
         )
         status = Merge(
             status_key_of(job.name),
@@ -470,8 +551,9 @@ class Engine:
     ) -> bool:
         """Record the run's result through the lease (run record, lock release, status, the
         ledger's last marks); False when the run was taken over first (nothing recorded)."""
+        sent = ledger.final()
         try:
-            lease.finish(run, status, ledger.take_final())
+            lease.finish(run, status, sent.ops)
         except LeaseLost:
             log.event(
                 logging.ERROR,
@@ -481,4 +563,5 @@ class Engine:
                 reason="lease_lost",
             )
             return False
+        ledger.acknowledge(sent)
         return True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import ModuleType
@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .durations import DurationLike, format_duration, parse_duration
 from .errors import InvalidJobDefinition
+from .expect import Expect
 from .schedule import Schedule
 
 if TYPE_CHECKING:
@@ -142,6 +143,8 @@ class Job:
     description: str = ""
     owner: str = ""  #: who answers its alerts: a team name or an e-mail address
     tags: tuple[str, ...] = ()  #: labels for alert routing and ``status``
+    expect: Expect | None = None  #: what a successful run must look like (else: suspicious)
+    slow_factor: float | None = None  #: ``slow`` alert above this multiple of the p50 baseline
 
     def __call__(self, ctx: RunContext) -> Any:
         return self.handler(ctx)
@@ -164,6 +167,8 @@ def job(
     owner: str | None = None,
     tags: Iterable[str] | None = None,
     description: str | None = None,
+    expect: Expect | None = None,
+    slow_factor: float | None = None,
 ) -> Callable[[Handler], Job]:
     """Declare a job. Every value is checked here, so a bad definition fails at import time.
 
@@ -194,6 +199,15 @@ def job(
             f"{name}: description must be text of at most {_DESCRIPTION_MAX} characters"
         )
 
+    if expect is not None and not isinstance(expect, Expect):
+        raise InvalidJobDefinition(f"{name}: expect must be a cronwarden.Expect")
+    if slow_factor is not None and (
+        isinstance(slow_factor, bool)
+        or not isinstance(slow_factor, int | float)
+        or not slow_factor > 1
+    ):
+        raise InvalidJobDefinition(f"{name}: slow_factor must be a number above 1")
+
     def decorate(handler: Handler) -> Job:
         if not callable(handler):
             raise InvalidJobDefinition(f"{name}: the handler must be callable")
@@ -213,6 +227,8 @@ def job(
             ),
             owner=owner_text,
             tags=tag_tuple,
+            expect=None if expect is None or expect.empty else expect,
+            slow_factor=None if slow_factor is None else float(slow_factor),
         )
 
     return decorate
@@ -279,3 +295,35 @@ class JobSet:
 
     def __contains__(self, name: object) -> bool:
         return name in self._jobs
+
+
+def check_dependencies(after: Mapping[str, Iterable[str]]) -> None:
+    """Check a dependency graph ``{job: names it runs after}`` at import time: every name must
+    be declared and there must be no cycle. Raises :class:`InvalidJobDefinition` with one line
+    (``report: after 'exprot': no such job (known: export, report)``, or
+    ``dependency cycle: a -> b -> c -> a``). A job may not run after itself."""
+    known = sorted(after)
+    for name in known:
+        for upstream in after[name]:
+            if upstream not in after:
+                raise InvalidJobDefinition(
+                    f"{name}: after {upstream!r}: no such job (known: {', '.join(known)})"
+                )
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        path.append(name)
+        for upstream in sorted(set(after[name])):
+            if state.get(upstream) == 1:
+                cycle = [*path[path.index(upstream) :], upstream]
+                raise InvalidJobDefinition(f"dependency cycle: {' -> '.join(reversed(cycle))}")
+            if upstream not in state:
+                visit(upstream)
+        path.pop()
+        state[name] = 2
+
+    for name in known:
+        if name not in state:
+            visit(name)

@@ -12,6 +12,14 @@ commit that compare-and-sets *both* records against the versions this owner last
 * an owner whose lease was taken over (its versions are stale) can write nothing: the commit
   is refused, the lease is marked lost and :class:`~cronwarden.errors.LeaseLost` is raised.
 
+Store failures (see :mod:`cronwarden.errors`): a write the store did not apply
+(:class:`~cronwarden.errors.StoreUnavailable`) is sent again as it is, with backoff, for up to
+:attr:`Lease.retry_for` seconds while the lease lasts. A write of unknown outcome
+(:class:`~cronwarden.errors.CommitOutcomeUnknown`) is never assumed failed: the run record is
+read back, and the write id each write stamps on it says whether this very write landed (the
+lease is kept, the versions read are adopted) or not (the same write is sent again, its
+versions still right); a record someone else wrote means the lease was taken over.
+
 The :class:`LeaseKeeper` thread renews when no write happened for a third of the TTL, stops
 renewing once the run passes its max runtime (the handler is then asked to stop, and the lease
 runs out so another worker can take over), and marks the lease lost when renewal is refused or
@@ -21,22 +29,43 @@ when the lease expires because the store could not be reached.
 from __future__ import annotations
 
 import contextlib
+import random
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from .errors import Cancelled, CommitConflict, LeaseLost, RunInterrupted
+from .errors import (
+    Cancelled,
+    CommitConflict,
+    CommitOutcomeUnknown,
+    LeaseLost,
+    RunInterrupted,
+    StoreUnavailable,
+)
+from .logs import get_logger
 from .ports import Delete, Key, Merge, Op, Store, Update, Version
 from .records import LockRecord, RunRecord, iso, parse_iso
+from .redaction import redact
 
 Clock = Callable[[], datetime]
+_log = get_logger("lease")
+
+
+def new_write_id() -> str:
+    return uuid.uuid4().hex[:16]
 
 
 class Lease:
     """The run and lock records owned by one execution, with the versions last written."""
+
+    #: seconds a write the store did not apply is retried before the error is raised
+    retry_for: float = 30.0
+    #: first backoff between retries (doubling, jittered, at most 2 s)
+    retry_backoff: float = 0.05
 
     def __init__(
         self,
@@ -68,6 +97,10 @@ class Lease:
         stored = parse_iso(iso(run.lease_expires)) if run.lease_expires else None
         self._expires: datetime = stored or self.last_write + ttl
         self.renewals = 0
+        #: set to stop a write's retries at once (the keeper's renewal when the run ends)
+        self.quit_retrying = threading.Event()
+        self.resolved_unknown = 0  #: commits of unknown outcome settled by reading back
+        self.retried_unavailable = 0  #: writes sent again after the store did not apply them
         #: when the run must stop by this owner's clock (claim time + max runtime; set by the
         #: keeper). Past it the owner no longer trusts its lease: a reader whose clock runs up
         #: to ``lease_margin`` ahead may already judge the lease expired and take over.
@@ -128,7 +161,8 @@ class Lease:
             if self.lost:
                 raise self._interruption  # type: ignore[misc]
             expires_at = self.clock() + self.ttl
-            run = self.run.with_(**run_changes, lease_expires=expires_at)
+            write_id = new_write_id()
+            run = self.run.with_(**run_changes, lease_expires=expires_at, write_id=write_id)
             lock = replace(self.lock, lease_expires=expires_at)
             ops: list[Op] = [
                 Update(self.run_key, run.to_data(), self.run_version),
@@ -136,7 +170,7 @@ class Lease:
                 *extra,
             ]
             try:
-                versions = self.store.commit(ops)
+                versions = self._commit(ops, write_id, lock_kept=True)
             except CommitConflict as exc:
                 if exc.index <= 1:
                     raise self._taken_over() from exc
@@ -167,6 +201,8 @@ class Lease:
                 self.write(chunk)
             if self.lost:
                 raise self._interruption  # type: ignore[misc]
+            write_id = new_write_id()
+            run = run.with_(write_id=write_id)
             ops: list[Op] = [
                 Update(self.run_key, run.to_data(), self.run_version),
                 Delete(self.lock_key, self.lock_version),
@@ -174,12 +210,81 @@ class Lease:
                 *pending,
             ]
             try:
-                versions = self.store.commit(ops)
+                versions = self._commit(ops, write_id, lock_kept=False)
             except CommitConflict as exc:
                 if exc.index > 1:
                     raise
                 raise self._taken_over("before it could finish") from exc
             self.run, self.run_version = run, versions[0]
+
+    def _commit(self, ops: list[Op], write_id: str, *, lock_kept: bool) -> list[Version]:
+        """``store.commit(ops)``, resolving failures that are not refusals (see the module
+        docstring). Raises CommitConflict, LeaseLost (read back: another owner wrote the run
+        record) or the store's last error once :attr:`retry_for` or the lease ran out."""
+        give_up = time.monotonic() + self.retry_for
+        pause = self.retry_backoff
+        sent_before = False  #: an earlier attempt may still land (a store that was frozen)
+        while True:
+            try:
+                return self.store.commit(ops)
+            except CommitConflict:
+                if sent_before:  # refused because our own earlier attempt landed meanwhile?
+                    landed = self._read_back(write_id, lock_kept, len(ops), resend=False)
+                    if landed is not None:
+                        return landed
+                raise
+            except CommitOutcomeUnknown as exc:
+                error: StoreUnavailable = exc
+                sent_before = True
+                with contextlib.suppress(StoreUnavailable):  # unreadable: try again below
+                    landed = self._read_back(write_id, lock_kept, len(ops))
+                    self.resolved_unknown += 1
+                    self._note("store.unknown_resolved", exc, landed=landed is not None)
+                    if landed is not None:
+                        return landed
+            except StoreUnavailable as exc:
+                error = exc
+            if time.monotonic() >= give_up or self.clock() >= self._expires:
+                raise error
+            if self.quit_retrying.wait(pause * (0.5 + random.random() / 2)):
+                raise error
+            self.retried_unavailable += 1
+            self._note("store.retry", error)
+            pause = min(2.0, pause * 2)
+
+    def _note(self, event: str, error: BaseException, **fields: object) -> None:
+        what = {
+            "store.retry": "store did not apply a write; sending it again",
+            "store.unknown_resolved": "commit of unknown outcome read back",
+        }[event]
+        _log.warning(
+            "%s: %s (%s)",
+            self.run.run_key,
+            what,
+            redact(str(error))[:300],
+            extra={"event": event, "run_key": self.run.run_key, **fields},
+        )
+
+    def _read_back(
+        self, write_id: str, lock_kept: bool, count: int, *, resend: bool = True
+    ) -> list[Version] | None:
+        """After a commit of unknown outcome: the versions it produced if it landed (``None``
+        for the ops whose versions are not read back), ``None`` if it did not (the run record
+        is still at the version this owner last wrote: the same commit may be resent)."""
+        stored = self.store.get(self.run_key)
+        if stored is not None and stored.data.get("write_id") == write_id:
+            lock_version = None
+            if lock_kept:
+                lock = self.store.get(self.lock_key)
+                if lock is None:
+                    raise self._taken_over()
+                lock_version = lock.version
+            return [stored.version, lock_version, *([None] * (count - 2))]
+        if resend and stored is not None and stored.version == self.run_version:
+            return None
+        if not resend:
+            return None  # the caller raises the refusal it holds
+        raise self._taken_over()
 
     def _taken_over(self, when: str = "") -> LeaseLost:
         lost = LeaseLost(
@@ -225,8 +330,10 @@ class LeaseKeeper(threading.Thread):
 
     def stop(self) -> None:
         self._halt.set()
+        self.lease.quit_retrying.set()  # a renewal stuck retrying a failing store gives up
         if self.is_alive() and threading.current_thread() is not self:
             self.join()
+        self.lease.quit_retrying.clear()  # the run's last commit retries as usual
 
     def run(self) -> None:
         lease = self.lease

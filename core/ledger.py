@@ -3,8 +3,12 @@
 
 The ledger decides; it never writes. :meth:`Ledger.claim` turns a batch of items into the
 items to yield and the marks to commit (the caller commits them through the lease, fenced,
-together with the *done* marks of the previous batch); :meth:`Ledger.take_final` gives the
-marks left for the completion commit.
+together with the marks still owed: :meth:`Ledger.outgoing`); :meth:`Ledger.take_final` gives
+the marks left for the completion (or failure) commit.
+
+Durability rule: a mark is forgotten only once the store acknowledged the write carrying it
+(:meth:`Ledger.acknowledge`). A write that failed leaves its *done* / *released* marks owed, so
+they ride on the next write, the failure and completion commits included.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
@@ -50,6 +54,23 @@ def idempotency_key(run_key: str, item_key: str) -> str:
     return f"cw-{digest}"
 
 
+@dataclass(eq=False)
+class Loop:
+    """One ``ctx.items()`` loop: the items it claimed and has not yielded yet. When the loop
+    ends early (break, an exception, a failed write) these are released, never left pending."""
+
+    unstarted: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """Marks owed to the store, as handed to one write (see :meth:`Ledger.acknowledge`)."""
+
+    ops: list[Op]
+    done: int  #: how many of ``Ledger.completed`` they cover
+    released: int  #: how many of ``Ledger.released`` they cover
+
+
 @dataclass(frozen=True)
 class Claimed(Generic[T]):
     """What :meth:`Ledger.claim` decided for one batch."""
@@ -82,7 +103,9 @@ class Ledger:
         self._clock = clock
         self.known: dict[str, ItemRecord] = known or {}
         self.completed: list[tuple[str, str]] = []  #: (key, fingerprint) done, not yet written
-        self.unstarted: list[tuple[str, str]] = []  #: claimed pending, not yet yielded
+        self.released: list[tuple[str, str]] = []  #: never started, release not yet written
+        self.loops: list[Loop] = []  #: open ``ctx.items()`` loops
+        self.quarantined: list[str] = []  #: items of this window quarantined (new or known)
         self.seen_in_run: set[str] = set()
 
     def load(self, store: Store) -> None:
@@ -128,12 +151,14 @@ class Ledger:
                     known = None
                 elif known.state == QUARANTINED:
                     count("items_quarantined")
+                    self.quarantined.append(item_key)
                     continue
                 elif known.run_id != self.run_id:
                     uncertain = True
                     if self.uncertain is Uncertain.QUARANTINE:
                         count("items_quarantined")
                         on_quarantine(item_key)
+                        self.quarantined.append(item_key)
                         marks.append(self._mark(item_key, fp, QUARANTINED))
                         continue
                     count("items_uncertain")
@@ -154,20 +179,61 @@ class Ledger:
         item was yielded, already holds its key, fingerprint, run id and expiry."""
         return Merge(item_key_of(self.job, self.window, item_key), item_state(state))
 
-    def take_done(self) -> list[Op]:
-        """*done* marks of the items finished since the last write (now known as done)."""
-        marks = [self._state_mark(k, DONE) for k, _ in self.completed]
-        for k, fp in self.completed:
+    # -- loops ------------------------------------------------------------------------------
+    @property
+    def unstarted(self) -> list[tuple[str, str]]:
+        """Claimed, not yet yielded, in every open loop (deprecated single-loop view)."""
+        return [entry for loop in self.loops for entry in loop.unstarted]
+
+    def open_loop(self) -> Loop:
+        loop = Loop()
+        self.loops.append(loop)
+        return loop
+
+    def close_loop(self, loop: Loop) -> None:
+        """The loop ended: its never-started items are owed a *released* mark."""
+        self.released.extend(loop.unstarted)
+        loop.unstarted = []
+        if loop in self.loops:
+            self.loops.remove(loop)
+
+    # -- owed marks ---------------------------------------------------------------------------
+    def outgoing(self) -> Outgoing:
+        """The marks owed now (*done* of finished items, *released* of never-started ones),
+        for one write; they stay owed until :meth:`acknowledge`."""
+        done = [self._state_mark(k, DONE) for k, _ in self.completed]
+        # a release is a whole record: the pending mark it replaces may never have landed
+        released = [self._mark(k, fp, RELEASED) for k, fp in self.released]
+        return Outgoing([*done, *released], len(self.completed), len(self.released))
+
+    def acknowledge(self, sent: Outgoing) -> None:
+        """The store acknowledged the write that carried ``sent``: forget those marks."""
+        for k, fp in self.completed[: sent.done]:
             self.known[k] = ItemRecord(k, fp, DONE, self.run_id)
-        self.completed = []
-        return marks
+        for k, fp in self.released[: sent.released]:
+            self.known[k] = ItemRecord(k, fp, RELEASED, self.run_id)
+        del self.completed[: sent.done]
+        del self.released[: sent.released]
+
+    def take_done(self) -> list[Op]:
+        """Deprecated: forgets the marks before any write acknowledged them (use
+        :meth:`outgoing` and :meth:`acknowledge`)."""
+        sent = self.outgoing()
+        self.acknowledge(sent)
+        return sent.ops
+
+    def final(self) -> Outgoing:
+        """Every mark owed, for the run's last commit: open loops end here (their
+        never-started items are released, not left pending: nothing happened to them)."""
+        for loop in list(self.loops):
+            self.close_loop(loop)
+        return self.outgoing()
 
     def take_final(self) -> list[Op]:
-        """Marks not yet written, for the final commit: *done* for finished items, *released*
-        for items claimed but never started (they are not uncertain: nothing happened)."""
-        released = [self._state_mark(k, RELEASED) for k, _ in self.unstarted]
-        self.unstarted = []
-        return self.take_done() + released
+        """Deprecated spelling of :meth:`final` that forgets the marks at once."""
+        sent = self.final()
+        self.acknowledge(sent)
+        return sent.ops
 
 
 def _known(records: Iterable[Record]) -> dict[str, ItemRecord]:
@@ -198,3 +264,20 @@ def valid_key(raw: Any) -> str:
     if len(text) > MAX_ITEM_KEY_CHARS:
         raise ValueError(f"item key {text[:40]!r}… is over {MAX_ITEM_KEY_CHARS} characters")
     return text
+
+
+def quarantined_text(job: str, quarantined: dict[str, list[str]], *, shown: int = 10) -> str:
+    """The ``quarantined`` alert: which items of which windows wait for an operator."""
+    total = sum(len(keys) for keys in quarantined.values())
+    parts = []
+    for window, keys in sorted(quarantined.items()):
+        listed = ", ".join(keys[:shown]) + (
+            f" (+{len(keys) - shown} more)" if len(keys) > shown else ""
+        )
+        parts.append(f"{window}: {listed}")
+    return (
+        f"{job} quarantined: {total} ledger item(s) were left pending by an owner that died "
+        f"mid-item and were skipped ({'; '.join(parts)}). First check: did their side effect "
+        f"happen? Then `cronwarden ledger resolve {job} --window W ITEM… --as done|redo "
+        "--reason …`."
+    )

@@ -35,6 +35,7 @@ from .alerting.text import format_instant, job_fields, job_suffix
 from .durations import format_duration
 from .errors import CommitConflict
 from .jobs import Job, JobSet
+from .ledger import quarantined_text
 from .logs import get_logger
 from .notify import LogNotifier, Notifier
 from .ports import STATUS, Create, Merge, Queue, Record, Store, Update
@@ -61,6 +62,9 @@ class Condition(enum.StrEnum):
     STUCK = "stuck"
     SKIPPING = "skipping"
     DEAD_LETTERS = "dead_letters"
+    SUSPICIOUS = "suspicious"  #: the newest success broke the job's expectations
+    SLOW = "slow"  #: a run took (or takes) over ``slow_factor`` x the job's p50 baseline
+    QUARANTINED = "quarantined"  #: ledger items quarantined, until `cronwarden ledger resolve`
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,26 @@ class JobHealth:
     @property
     def healthy(self) -> bool:
         return not self.conditions
+
+    @property
+    def state_text(self) -> str:
+        """The last run's state, and the pause / snooze in force, for ``status``."""
+        from .pause import pause_of, snooze_of
+
+        text = str(self.status.get("status") or "-")
+        pause, snooze = pause_of(self.status), snooze_of(self.status)
+        if pause is not None:
+            text += f"; {pause.describe()}"
+        if snooze is not None and snooze.until is not None and snooze.active(datetime.now(UTC)):
+            text += f"; alerts snoozed until {iso(snooze.until)}"
+        return text
+
+    @property
+    def duration_text(self) -> str:
+        """The last run's duration beside the p50 / p95 baseline, for ``status``."""
+        from .ops_conditions import duration_text
+
+        return duration_text(self.job, self.status)
 
 
 @dataclass
@@ -189,7 +213,10 @@ class Watcher:
         common = {"last_success": last_success, "expected_next": expected_next}
         accounting = account(self.store, job, status, now, horizon=self.horizon)
 
-        gaps = accounting.gaps
+        from .pause import excused as paused_at
+
+        # windows that fell due while the job was paused are excused, not gaps
+        gaps = [g for g in accounting.gaps if not paused_at(status, g.window, now)]
         if gaps:
             oldest = gaps[0]
             more = f" and {len(gaps) - 1} more unaccounted window(s)" if len(gaps) > 1 else ""
@@ -269,6 +296,20 @@ class Watcher:
                 extra={"skips": skips},
                 **common,
             )
+        from .ops_conditions import quiet_while_paused, run_conditions
+
+        conditions.update(run_conditions(job, status, now, common))
+        quiet_while_paused(conditions, status, now, now)
+        if record.quarantined:  # [ledger] items a human must check
+            conditions[Condition.QUARANTINED] = Alert(
+                job.name,
+                Condition.QUARANTINED,
+                True,
+                quarantined_text(job.name, record.quarantined),
+                first_check=f"cronwarden ledger list {job.name}",
+                extra={"quarantined": record.quarantined},
+                **common,
+            )
         conditions = {kind: _about(job, alert) for kind, alert in conditions.items()}
         return JobHealth(
             job, status, conditions, last_success, last_window, expected_next, accounting, grace
@@ -301,6 +342,8 @@ class Watcher:
                 )
 
     def _check(self) -> Report:
+        from .ops_conditions import snooze_filter
+
         now = self.clock()
         statuses = self.store.query(STATUS)
         records = {r.key.job: r for r in statuses}
@@ -313,7 +356,15 @@ class Watcher:
             previous = set(item.status.get(ALERTS) or [])
             current = {c.value for c in item.conditions}
             active.extend(item.conditions.values())
-            fields: dict[str, Any] = {}
+            new = [a for c, a in item.conditions.items() if c.value not in previous]
+            gone = [
+                self._recovery(item, Condition(c))
+                for c in sorted(previous - current)
+                if c in Condition.__members__.values()
+            ]
+            # a snoozed job's transitions are held back (and announced once it ends)
+            new, gone, fields = snooze_filter(item.status, new, gone, item.conditions, now)
+            notify = current != previous or bool(fields)
             if "first_seen_at" not in item.status:
                 fields["first_seen_at"] = iso(now)
                 fields.setdefault("job_name", item.job.name)
@@ -321,17 +372,14 @@ class Watcher:
             if checkpoint is not None:
                 fields[ACCOUNTED_THROUGH_TS] = int(checkpoint[0].timestamp())
                 fields[ACCOUNTED_BASE] = checkpoint[1]
-            if current != previous:
-                fields.update({ALERTS: sorted(current), "alerts_updated_at": iso(now)})
+            if notify:
+                if current != previous:
+                    fields.update({ALERTS: sorted(current), "alerts_updated_at": iso(now)})
                 won = self._set_alerts(item.job.name, records.get(item.job.name), fields)
                 if not won:
                     continue  # another watcher notified this transition (or will)
-                fired += [a for c, a in item.conditions.items() if c.value not in previous]
-                recovered += [
-                    self._recovery(item, Condition(c))
-                    for c in sorted(previous - current)
-                    if c in Condition.__members__.values()
-                ]
+                fired += new
+                recovered += gone
             elif fields:
                 self.store.commit([Merge(status_key_of(item.job.name), fields)])
         if depth is not None:

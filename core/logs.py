@@ -10,10 +10,14 @@ JSON lines on stdout).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import json
 import logging
+import os
 import sys
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,6 +25,55 @@ from .redaction import redact
 
 LOGGER_NAME = "cronwarden"
 _RESERVED = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+
+COMMIT_ENV = "CRONWARDEN_COMMIT"  #: the deployed commit, logged on ``run.started`` when set
+#: Cloud Logging reads ``severity`` (these names); Application Insights' ``severityLevel`` names
+_APP_INSIGHTS = {
+    "DEBUG": "Verbose",
+    "INFO": "Information",
+    "WARNING": "Warning",
+    "ERROR": "Error",
+    "CRITICAL": "Critical",
+}
+_TRACE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "cronwarden_trace", default=None
+)
+
+
+@contextlib.contextmanager
+def trace_scope(header: str | None) -> Iterator[None]:
+    """Log lines inside carry the host's trace id, from a W3C ``traceparent``
+    (``00-<trace>-<span>-01``) or GCP ``X-Cloud-Trace-Context`` (``<trace>/<span>;o=1``) value:
+    as ``trace_id`` and ``operation_Id`` (Application Insights), and as
+    ``logging.googleapis.com/trace`` when the GCP project is known."""
+    trace = _trace_id(header)
+    token = _TRACE.set(trace)
+    try:
+        yield
+    finally:
+        _TRACE.reset(token)
+
+
+def _trace_id(header: str | None) -> str | None:
+    if not header:
+        return None
+    text = header.strip()
+    parts = text.split("-")
+    if len(parts) == 4 and len(parts[1]) == 32:
+        return parts[1]
+    trace = text.split("/")[0].split(";")[0]
+    return trace if trace and all(c in "0123456789abcdefABCDEF" for c in trace) else None
+
+
+@functools.cache
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("cronwarden")
+    except Exception:  # not installed as a distribution (a source tree on sys.path)
+        return "unknown"
 
 
 def get_logger(name: str = "") -> logging.Logger:
@@ -48,9 +101,24 @@ class JsonFormatter(logging.Formatter):
         body: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
+            "severity": record.levelname,
+            "severityLevel": _APP_INSIGHTS.get(record.levelname, "Information"),
             "event": getattr(record, "event", None) or record.name,
             "message": redact(record.getMessage()),
         }
+        trace = _TRACE.get()
+        if trace:
+            body["trace_id"] = body["operation_Id"] = trace
+            project = os.environ.get("CRONWARDEN_GCP_PROJECT") or os.environ.get(
+                "GOOGLE_CLOUD_PROJECT"
+            )
+            if project:
+                body["logging.googleapis.com/trace"] = f"projects/{project}/traces/{trace}"
+        if body["event"] == "run.started":
+            body["version"] = _version()
+            commit = os.environ.get(COMMIT_ENV)
+            if commit:
+                body["commit"] = commit
         for key, value in vars(record).items():
             if key not in _RESERVED and key not in body and not key.startswith("_"):
                 body[key] = _safe(value)
@@ -61,8 +129,12 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(body, ensure_ascii=False, default=str)
 
 
-def configure(level: int | str = logging.INFO, stream: Any = None) -> logging.Handler:
-    """Send cronwarden's logs as JSON lines to ``stream`` (stderr by default). Idempotent."""
+def configure(
+    level: int | str = logging.INFO, stream: Any = None, *, root: bool = False
+) -> logging.Handler:
+    """Send cronwarden's logs as JSON lines to ``stream`` (stderr by default). Idempotent.
+    ``root``: also format the root logger's lines (libraries' warnings) as JSON, so a host's
+    output is JSON lines only."""
     logger = logging.getLogger(LOGGER_NAME)
     for handler in list(logger.handlers):
         if getattr(handler, "_cronwarden", False):
@@ -73,6 +145,13 @@ def configure(level: int | str = logging.INFO, stream: Any = None) -> logging.Ha
     logger.addHandler(handler)
     logger.setLevel(level)
     logger.propagate = False
+    if root:
+        top = logging.getLogger()
+        for existing in list(top.handlers):
+            top.removeHandler(existing)
+        other = logging.StreamHandler(stream or sys.stderr)
+        other.setFormatter(JsonFormatter())
+        top.addHandler(other)
     return handler
 
 

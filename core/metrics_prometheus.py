@@ -16,6 +16,7 @@ from .errors import ConfigurationError
 if TYPE_CHECKING:
     from .jobs import JobSet
     from .metrics import RunTelemetry, WatcherMetrics
+    from .runtime import LocalRunner
 
 
 @dataclass
@@ -79,3 +80,22 @@ def serve_metrics(
         _server=server,
         _thread=thread,
     )
+
+
+def serve_runner_metrics(
+    runner: LocalRunner,
+    port: int,
+    host: str = "0.0.0.0",  # noqa: S104 - a scrape endpoint is reached from outside the process
+) -> MetricsServer:
+    """``cronwarden run --metrics-port P``: serve ``runner``'s run metrics and its watcher's
+    check metrics on ``host:port``; the caller closes the server when the runner stops."""
+    from .logs import get_logger
+
+    server = serve_metrics(port, host, jobs=runner.jobs)
+    runner.watcher.hooks.append(server.watcher_metrics)
+    get_logger("metrics").info(
+        "serving Prometheus metrics on %s",
+        server.url,
+        extra={"event": "metrics.serving", "port": server.port},
+    )
+    return server

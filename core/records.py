@@ -73,11 +73,12 @@ def expire_at(now: datetime, retention: timedelta) -> str:
     return iso(now + retention)
 
 
+OVERRAN = "overran"  #: status: the last finished run ran past its max_runtime
 EXPIRE_AT = "expire_at"  #: the expiry field every backend's TTL policy reads
 
 # -- run ------------------------------------------------------------------------------------
 _RUN_TIMES = ("lease_expires", "started_at", "first_started_at", "finished_at", "expire_at")
-_OPTIONAL_RUN_FIELDS = ("duration_ms", "previous_run_id", "excused", "excused_detail")
+_OPTIONAL_RUN_FIELDS = ("duration_ms", "previous_run_id", "excused", "excused_detail", "write_id")
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,13 @@ class RunRecord:
     #: ``resolved`` (an operator's ``dlq resolve``), ``paused``; see ``excused_detail``
     excused: str | None = None
     excused_detail: str | None = None
+    #: a fresh id per fenced write: after a commit of unknown outcome, finding it in the stored
+    #: record proves that this very write landed (see :class:`~cronwarden.lease.Lease`)
+    write_id: str | None = None
+    #: ledger items this run quarantined or found quarantined (a success that needs a human)
+    quarantined: list[str] = field(default_factory=list)
+    overran: bool = False  #: the handler ran past the job's max_runtime (stored only when true)
+    traceback: str | None = None  #: the last failure's redacted traceback tail (when it failed)
     extra: dict[str, Any] = field(default_factory=dict)  #: fields this version does not know
 
     def lease_live(self, now: datetime) -> bool:
@@ -135,7 +143,13 @@ class RunRecord:
             elif spec.name == "state":
                 value = value.value
             elif spec.name in _OPTIONAL_RUN_FIELDS and value is None:
-                continue  # absent until a run finishes / is taken over
+                continue  # absent until a run finishes / is taken over / writes
+            elif spec.name in ("overran", "traceback") and not value:
+                continue
+            elif spec.name == "quarantined":
+                if not value:
+                    continue
+                value = list(value)
             data[spec.name] = value
         return data
 
@@ -169,6 +183,10 @@ class RunRecord:
             previous_run_id=_str_or_none(data.get("previous_run_id")),
             excused=_str_or_none(data.get("excused")),
             excused_detail=_str_or_none(data.get("excused_detail")),
+            write_id=_str_or_none(data.get("write_id")),
+            quarantined=[str(k) for k in data.get("quarantined") or []],
+            overran=bool(data.get("overran")),
+            traceback=_str_or_none(data.get("traceback")),
             extra={k: v for k, v in data.items() if k not in known},
         )
 
@@ -229,6 +247,9 @@ WINDOWS_OPEN = "windows_open"  #: windows claimed and not yet succeeded / excuse
 ACCOUNTED_THROUGH_TS = "accounted_through_ts"  #: every window <= this one is settled
 ACCOUNTED_BASE = "accounted_base"  #: ``windows_recorded`` minus records of later windows
 ALERTS = "alerts"
+SUSPICIOUS = "suspicious"  #: what the newest success broke of its expectations (or null)
+#: ``{window: [item keys]}``: quarantined ledger items awaiting ``cronwarden ledger resolve``
+QUARANTINED = "quarantined"
 
 
 @dataclass(frozen=True)
@@ -275,6 +296,14 @@ class StatusRecord:
         return _str_or_none(self.data.get("error_snippet") or self.data.get("last_error"))
 
     @property
+    def quarantined(self) -> dict[str, list[str]]:
+        """Unresolved quarantined ledger items by window (empty when none)."""
+        value = self.data.get(QUARANTINED)
+        if not isinstance(value, dict):
+            return {}
+        return {str(w): [str(k) for k in keys or []] for w, keys in value.items() if keys}
+
+    @property
     def alerts(self) -> list[str]:
         return [str(a) for a in self.data.get(ALERTS) or []]
 
@@ -306,6 +335,20 @@ class StatusRecord:
     @property
     def accounted_base(self) -> int:
         return _int(self.data.get(ACCOUNTED_BASE) or 0)
+
+    @property
+    def suspicious(self) -> list[str]:
+        """Why the newest success looks wrong (empty: it met its expectations)."""
+        return [str(r) for r in self.data.get(SUSPICIOUS) or []]
+
+    @property
+    def suspicious_run_key(self) -> str | None:
+        return _str_or_none(self.data.get("suspicious_run_key"))
+
+    @property
+    def duration_ms(self) -> int | None:
+        value = self.data.get("duration_ms")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> StatusRecord:
@@ -341,10 +384,29 @@ def status_succeeded(
         "duration_ms": duration_ms,
         "error_snippet": None,
         "last_success_at": iso(now),
+        OVERRAN: run.overran,
         CONSECUTIVE_FAILURES: 0,
         SKIPS_SINCE_SUCCESS: 0,
         "counters": dict(counters),
     }
+
+
+def status_suspicious(run: RunRecord, reasons: list[str], now: datetime) -> dict[str, Any]:
+    """Status fields a newest-window success writes about its expectations: the reasons it
+    broke (``suspicious``, null when it met them all), and which run and when."""
+    if not reasons:
+        return {SUSPICIOUS: None}
+    return {
+        SUSPICIOUS: list(reasons),
+        "suspicious_run_key": run.run_key,
+        "suspicious_window": run.window,
+        "suspicious_at": iso(now),
+    }
+
+
+def run_suspicious(run: RunRecord, reasons: list[str]) -> RunRecord:
+    """``run`` marked *succeeded, suspicious* with ``reasons`` (kept in the run record)."""
+    return run.with_(extra={**run.extra, SUSPICIOUS: list(reasons)})
 
 
 def status_failed(
@@ -360,6 +422,7 @@ def status_failed(
         "duration_ms": duration_ms,
         "error_snippet": error,
         "error_type": error_type,
+        OVERRAN: run.overran,
     }
 
 

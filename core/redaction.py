@@ -93,3 +93,11 @@ def snippet(error: BaseException, limit: int = 500) -> str:
     """A redacted, truncated one-paragraph description of ``error`` for records and alerts."""
     text = redact(f"{type(error).__name__}: {error}")
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def traceback_tail(error: BaseException, limit: int = 2000) -> str:
+    """The redacted last ``limit`` characters of ``error``'s traceback (where it failed)."""
+    import traceback
+
+    text = redact("".join(traceback.format_exception(error)))
+    return text if len(text) <= limit else "…" + text[-(limit - 1) :]

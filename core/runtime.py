@@ -6,9 +6,14 @@ Scheduler or the Azure timer against emulators (give it that provider's trigger 
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, MutableMapping
 from datetime import UTC, datetime
+from types import FrameType
 
 from .engine import Engine, EngineSettings
 from .hosting.root import Composition
@@ -95,6 +100,8 @@ class LocalRunner:
         self.trigger: Trigger = self.root.trigger
         self.workers: list[Worker] = [self.root.pull_worker() for _ in range(max(1, workers))]
         self.stop_event = threading.Event()
+        #: seconds :meth:`serve` waits for running handlers after :meth:`stop`
+        self.grace = 30.0
         # Built now, so the first windows it waits for are those after the runner was made.
         self.scheduler = Scheduler(
             jobs,
@@ -108,14 +115,26 @@ class LocalRunner:
         when = now or self.engine.now()
         return sum(len(self.trigger.tick(job.name, when)) for job in self.jobs)
 
-    def drain(self, *, idle: float = 0.5) -> int:
-        """Work the queue with one worker until nothing arrives for ``idle`` seconds."""
+    def drain(self, *, idle: float = 0.5, outcomes: MutableMapping[str, str] | None = None) -> int:
+        """Work the queue with one worker until nothing arrives for ``idle`` seconds, or until
+        :meth:`stop`. ``outcomes`` collects run key → the last outcome kind seen (``error`` when
+        the delivery could not be processed). Returns how many deliveries were handled."""
+        worker = self.workers[0]
         handled = 0
-        while True:
-            got = self.workers[0].poll(max_messages=10, wait=idle)
-            if not got:
+        while not self.stop_event.is_set():
+            deliveries = worker.queue.receive(10, visibility=worker.visibility, wait=idle)
+            if not deliveries:
                 return handled
-            handled += got
+            for delivery in deliveries:
+                if self.stop_event.is_set():  # stopping: give it back for another worker
+                    worker.queue.retry(delivery, 0.0)
+                    continue
+                outcome = worker.handle(delivery)
+                handled += 1
+                if outcomes is not None:
+                    key = outcome.run_key if outcome else delivery.attributes.get("run_key", "?")
+                    outcomes[key] = outcome.kind.value if outcome else "error"
+        return handled
 
     def serve(self, *, watch_every: float | None = 60.0) -> None:
         """Run until :meth:`stop` (or Ctrl-C): scheduler, workers and the watcher."""
@@ -138,6 +157,12 @@ class LocalRunner:
             )
         for thread in threads:
             thread.start()
+        log.info(
+            "serving %d job(s) with %d worker(s); Ctrl-C or SIGTERM stops gracefully",
+            len(self.jobs),
+            len(self.workers),
+            extra={"event": "runtime.serving", "jobs": [job.name for job in self.jobs]},
+        )
         try:
             while not self.stop_event.wait(0.5):
                 pass
@@ -145,8 +170,9 @@ class LocalRunner:
             log.info("stopping", extra={"event": "runtime.stopping"})
         finally:
             self.stop()
+            deadline = time.monotonic() + self.grace
             for thread in threads:
-                thread.join(timeout=30)
+                thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     @property
     def watcher(self) -> Watcher:
@@ -164,3 +190,87 @@ class LocalRunner:
     def stop(self) -> None:
         self.stop_event.set()
         self.engine.shutdown()
+
+
+class GracefulStop:
+    """SIGINT / SIGTERM handling for a process that runs handlers (``cronwarden run``, ``trigger``,
+    ``backfill --wait``).
+
+    On the first signal: stop claiming (the runner's stop event), ask running handlers to stop
+    (``ctx`` raises :class:`~cronwarden.errors.Cancelled` at their next call; the engine records
+    the attempt as interrupted and the delivery is retried), and give them ``grace`` seconds.
+    A handler still running after that (or at a second signal) is left: its run keys are logged
+    with why, and the process exits at once with ``128 + signal`` (130 / 143); its lease runs out
+    and another worker takes the run over. :meth:`finish` logs the stop and returns that status.
+    """
+
+    def __init__(self, runner: LocalRunner, *, grace: float = 30.0) -> None:
+        self.runner = runner
+        self.grace = grace
+        self.signum: int | None = None
+        self._timer: threading.Timer | None = None
+
+    def install(self) -> GracefulStop:
+        """Take SIGINT and SIGTERM (main thread only)."""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._on_signal)
+        self.runner.grace = self.grace
+        return self
+
+    @property
+    def exit_code(self) -> int | None:
+        return None if self.signum is None else 128 + self.signum
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if self.signum is not None:
+            self._abandon(f"a second {name} arrived")
+        self.signum = signum
+        running = self.runner.engine.running()
+        log.warning(
+            "%s: stopping: no new runs are claimed; %d running handler(s) asked to stop "
+            "(Cancelled at their next ctx call); waiting up to %.0fs",
+            name,
+            len(running),
+            self.grace,
+            extra={"event": "runtime.stopping", "signal": name, "running": running},
+        )
+        self.runner.stop()
+        self._timer = threading.Timer(
+            self.grace, self._abandon, args=(f"the {self.grace:.0f}s grace period ran out",)
+        )
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _abandon(self, why: str) -> None:
+        try:
+            self._log_abandoned(why)
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            os._exit(self.exit_code or 1)
+
+    def _log_abandoned(self, why: str) -> None:
+        left = self.runner.engine.running()
+        log.error(
+            "stopped: %s with %d run(s) still running: %s; their leases run out and another "
+            "worker takes them over (the handler did not call ctx in time)",
+            why,
+            len(left),
+            ", ".join(left) or "none",
+            extra={"event": "runtime.abandoned", "left": left},
+        )
+
+    def finish(self) -> int | None:
+        """After the command's work returned: log the stop; the exit status, or None when no
+        signal came."""
+        if self._timer is not None:
+            self._timer.cancel()
+        if self.signum is None:
+            return None
+        log.info(
+            "stopped on %s; no run left running",
+            signal.Signals(self.signum).name,
+            extra={"event": "runtime.stopped", "left": []},
+        )
+        return self.exit_code

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from .backfill import catch_up_windows
 from .engine import Engine, Outcome, OutcomeKind
@@ -23,6 +23,7 @@ from .jobs import Job, JobSet
 from .logs import get_logger
 from .model import RunRequest, format_window, parse_window
 from .ports import AFTER_ATTRIBUTE, REDRIVE_ATTRIBUTE, Delivery, Publisher, Queue, Store
+from .probe import answer_probe, probe_token
 from .redaction import redact
 from .schedule import utc
 from .settlement import (
@@ -61,6 +62,8 @@ class Trigger:
         """Enqueue the window ``fired_at`` falls in, plus catch-up windows (oldest first)."""
         job = self._job(job_name)
         window = job.schedule.floor(utc(fired_at))
+        if reason == "schedule" and self._excused_by_pause(job, window):
+            return []
         requests = []
         if self.store is not None and job.catch_up.enabled:
             requests += [
@@ -71,6 +74,40 @@ class Trigger:
         self.publish_oldest_first(requests[:-1])
         self.publish(requests[-1])
         return requests
+
+    def _excused_by_pause(self, job: Job, window: datetime) -> bool:
+        """A scheduled fire of a paused job is recorded as an excused window (reason
+        ``paused``) instead of being enqueued; the watcher stays quiet about it. One status
+        read per scheduled tick, on the trigger, never on a run's path."""
+        if self.store is None:
+            return False
+        from .claiming import excuse_window
+        from .pause import active_pause
+        from .ports import STATUS, Key
+
+        now = datetime.now(UTC)
+        record = self.store.get(Key(STATUS, job.name))
+        pause = active_pause(record.data, now) if record is not None else None
+        if pause is None:
+            return False
+        request = RunRequest(job.name, window, reason="schedule")
+        excuse_window(
+            self.store,
+            job,
+            request,
+            now,
+            retention=timedelta(days=30),
+            reason="paused",
+            detail=pause.describe(),
+        )
+        log.info(
+            "%s: paused (%s); window %s excused, not enqueued",
+            job.name,
+            pause.describe(),
+            request.run_key,
+            extra={"event": "run.excused", "job": job.name, "run_key": request.run_key},
+        )
+        return True
 
     def publish_oldest_first(self, requests: list[RunRequest]) -> None:
         """Publish a batch of catch-up / backfill requests of one job so that they run oldest
@@ -213,6 +250,10 @@ class Worker:
     def decide(self, delivery: Delivery, *, extend: Callable[[], None] | None = None) -> Decision:
         """Parse, execute and decide, once. ``extend`` is called on every lease renewal (keep
         the delivery invisible as long as the lease). Never settles anything itself."""
+        token = probe_token(delivery)
+        if token is not None:  # ``cronwarden doctor``'s probe: acknowledged, never run
+            answer_probe(self.engine.store, token, self.engine.worker_id, self.engine.now())
+            return Decision(Verdict.ack("probe"))
         try:
             request = RunRequest.from_json(delivery.body)
             if request.job not in self.engine.jobs:

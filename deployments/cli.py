@@ -29,6 +29,7 @@ else:
 
 
 KUBERNETES_PROVIDER = "postgres"  #: self-hosted: Kubernetes manifests for the Postgres provider
+AWS_PROVIDER = "aws"  #: deprecated: a registered renderer like the others
 
 
 class _Provider(_ParamType):
@@ -42,7 +43,7 @@ class _Provider(_ParamType):
         return "[" + "|".join([*renderers.builtin_names(), KUBERNETES_PROVIDER]) + "|...]"
 
     def convert(self, value: str, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        if value == KUBERNETES_PROVIDER:  # manifests, not Terraform: rendered by .kubernetes
+        if value == KUBERNETES_PROVIDER:  # rendered by its own module
             return value
         try:
             renderers.get(value)
@@ -53,7 +54,7 @@ class _Provider(_ParamType):
 
 @click.group()
 def deploy() -> None:
-    """Render Terraform + function packages for GCP or Azure, and check them offline."""
+    """Render Terraform + function packages for GCP, Azure or AWS, and check them offline."""
 
 
 @deploy.command()

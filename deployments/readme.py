@@ -85,13 +85,13 @@ value never enters `terraform.tfvars` or the state:
 
 ```bash
 read -rs WEBHOOK_URL   # paste the URL; it stays out of the shell history
-az keyvault secret set --vault-name "$VAULT" --name cronwarden-webhook \\
+az keyvault secret set --vault-name "$VAULT" --name {prefix}-webhook \\
   --value "$WEBHOOK_URL" -o none
 VAULT_ID=$(az keyvault show --name "$VAULT" --query id -o tsv)
 echo "webhook_key_vault_id = \\"$VAULT_ID\\"" >> terraform.tfvars && terraform apply
 ```
 
-The app setting becomes `@Microsoft.KeyVault(VaultName=<vault>;SecretName=cronwarden-webhook)`
+The app setting becomes `@Microsoft.KeyVault(VaultName=<vault>;SecretName={prefix}-webhook)`
 (`webhook_secret_name` to change the name) and the app's identity gets Key Vault Secrets User on
 that secret only. A new secret version is picked up within 24 hours, or at once with
 `az functionapp restart`; if the reference shows an access error right after the first apply,
@@ -203,7 +203,7 @@ def root_readme(
             "",
         ]
     if watcher_here:
-        webhook = _GCP_WEBHOOK if provider == "gcp" else _AZURE_WEBHOOK
+        webhook = _GCP_WEBHOOK if provider == "gcp" else _AZURE_WEBHOOK.format(prefix=prefix)
         lines += ["## Alert webhook (optional)", "", webhook, ""]
     if not watcher_here:
         lines += [

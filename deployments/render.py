@@ -124,10 +124,14 @@ def _root(
         watcher_only=watcher_only,
         watched=watched,
         worker=gcp_worker,
+        source=source,
     )
     for name, items in renderer.root(options).items():
         _write(folder, name, items)
     external = options.external_watcher
+    if watcher_only and watched is not None and watched.watcher_requirements:
+        reads = "".join(f"{line}\n" for line in watched.watcher_requirements)
+        extra_requirements = reads + extra_requirements
     package = folder / "function"
     write_package(
         package,
@@ -140,8 +144,10 @@ def _root(
         worker=not watcher_only,
     )
     zip_folder(package, folder / "function.zip")
-    (folder / "README.md").write_text(
-        root_readme(
+    if renderer.readme is not None:
+        readme = renderer.readme(the_plan, source, options)
+    else:
+        readme = root_readme(
             provider,
             the_plan,
             source,
@@ -149,13 +155,13 @@ def _root(
             watcher_here=watcher_here,
             watcher_only=watcher_only,
             gcp_worker=gcp_worker if provider == "gcp" and not watcher_only else "push",
-        ),
-        encoding="utf-8",
-    )
-    (folder / "terraform.tfvars.example").write_text(
-        tfvars_example(provider, watcher_only=watcher_only, external_watcher=external),
-        encoding="utf-8",
-    )
+        )
+    (folder / "README.md").write_text(readme, encoding="utf-8")
+    if renderer.tfvars_example is not None:
+        tfvars = renderer.tfvars_example(options)
+    else:
+        tfvars = tfvars_example(provider, watcher_only=watcher_only, external_watcher=external)
+    (folder / "terraform.tfvars.example").write_text(tfvars, encoding="utf-8")
 
 
 def render(

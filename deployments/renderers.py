@@ -5,18 +5,18 @@ the :class:`CloudRenderer` of ``--provider`` (and of ``--watcher-provider``) and
 returns. Each cloud's renderer lives next to its adapter (``cronwarden.adapters.gcp.deploy``,
 ``cronwarden.adapters.azure.deploy``) and is imported only when asked for.
 
-Adding a cloud (e.g. AWS) needs no edit here nor in the driver: ship a module with a
+Adding a cloud needs no edit here nor in the driver: ship a module with a
 :class:`CloudRenderer` (its ``jobs_root`` and ``watcher_root`` functions, what a watcher elsewhere
-needs, and its Terraform modules folder) and either call :func:`register` (``register("aws",
-"cronwarden.adapters.aws.deploy:RENDERER")``) or declare the entry point
-``[project.entry-points."cronwarden.deploy.renderers"] aws = "pkg.module:RENDERER"``.
+needs, and its Terraform modules folder) and either call :func:`register` (``register("mycloud",
+"pkg.deploy:RENDERER")``) or declare the entry point
+``[project.entry-points."cronwarden.deploy.renderers"] mycloud = "pkg.module:RENDERER"``.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ ENTRY_POINT_GROUP = "cronwarden.deploy.renderers"
 _BUILTIN = {
     "gcp": "cronwarden.adapters.gcp.deploy:RENDERER",
     "azure": "cronwarden.adapters.azure.deploy:RENDERER",
+    "aws": "cronwarden.adapters.aws.deploy:RENDERER",
 }
 _registered: dict[str, CloudRenderer | str] = {}
 
@@ -55,6 +56,7 @@ class RootOptions:
     watcher_only: bool = False
     watched: CloudRenderer | None = None
     worker: str = "push"
+    source: JobSource | None = None  #: the job module (for workers that import it by name)
 
     @property
     def external_watcher(self) -> bool:
@@ -87,6 +89,10 @@ class Watched:
 
     variables: list[Item]
     environment: dict[str, Any]
+    #: environment name => the variable naming the secret that holds its value in the watcher
+    #: cloud's secret store (credentials by reference: the value never enters Terraform)
+    secret_environment: Mapping[str, str] = field(default_factory=dict)
+    cloud: str = ""  #: the jobs' cloud
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,16 @@ class CloudRenderer:
     timer_schedule: Callable[[str, str], str] | None = None
     #: (plan, job source, runs the worker) => the function package's entry files
     package: Callable[[Plan, JobSource, bool], PackageFiles] | None = None
+    #: more clouds whose watcher can watch this cloud's jobs (besides ``watcher_host``)
+    watcher_hosts: tuple[str, ...] = ()
+    #: what a watcher elsewhere reads from its own secret store (:attr:`Watched.secret_environment`)
+    watcher_secrets: Callable[[], dict[str, str]] = dict
+    #: requirements a watcher elsewhere needs to read this cloud (added to its package)
+    watcher_requirements: tuple[str, ...] = ()
+    #: (plan, job source, options) => README.md of a root module; default: cronwarden.deploy.readme
+    readme: Callable[[Plan, JobSource, RootOptions], str] | None = None
+    #: options => terraform.tfvars.example; default: cronwarden.deploy.readme
+    tfvars_example: Callable[[RootOptions], str] | None = None
 
     @property
     def terraform_modules(self) -> tuple[str, ...]:
@@ -171,12 +187,18 @@ class CloudRenderer:
 
     def watched_by(self, prefix: str, host: str) -> Watched:
         """What a watcher running in cloud ``host`` needs to watch this cloud's jobs."""
-        if host != self.watcher_host:
+        hosts = (self.watcher_host, *self.watcher_hosts)
+        if host not in hosts:
             raise ConfigurationError(
-                f"a watcher on {host!r} cannot watch jobs on {self.name!r} (workload identity "
-                f"federation is rendered for a watcher on {self.watcher_host!r} only)"
+                f"a watcher on {host!r} cannot watch jobs on {self.name!r} (its access is "
+                f"rendered for a watcher on {' or '.join(repr(h) for h in hosts)} only)"
             )
-        return Watched(self.watcher_variables(), self.watcher_environment(prefix))
+        return Watched(
+            self.watcher_variables(),
+            self.watcher_environment(prefix),
+            self.watcher_secrets(),
+            self.name,
+        )
 
 
 def register(name: str, renderer: CloudRenderer | str) -> None:
@@ -190,7 +212,7 @@ def _entry_points() -> dict[str, str]:
 
 
 def builtin_names() -> tuple[str, ...]:
-    """The clouds cronwarden renders itself: ``("gcp", "azure")``."""
+    """The clouds cronwarden renders itself: ``("gcp", "azure", "aws")``."""
     return tuple(_BUILTIN)
 
 
@@ -200,7 +222,7 @@ def names() -> tuple[str, ...]:
 
 
 def choices() -> str:
-    """``gcp or azure``: the provider names for an error message."""
+    """``gcp or azure or aws``: the provider names for an error message."""
     return " or ".join(names())
 
 

@@ -50,6 +50,44 @@ class EmulatorError(RuntimeError):
     """An emulator failed to start or died; the message carries the tail of its output."""
 
 
+def port_holder(port: int) -> str | None:
+    """Who listens on TCP ``port`` (``pid 123 (java)``), read from /proc; None when nobody
+    does or it cannot be told (another user's process, no /proc)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as handle:
+                rows = handle.readlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            parts = row.split()
+            if len(parts) > 9 and parts[3] == "0A" and int(parts[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(f"socket:[{parts[9]}]")
+    if not inodes:
+        return None
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+            if any(os.readlink(f"/proc/{pid}/fd/{fd}") in inodes for fd in fds):
+                with open(f"/proc/{pid}/comm") as handle:
+                    return f"pid {pid} ({handle.read().strip()})"
+        except OSError:
+            continue
+    return "another process"
+
+
+def ensure_port_free(name: str, port: int, host: str = LOOPBACK) -> None:
+    """Refuse to start ``name`` on a port something already listens on: its readiness probe
+    would be answered by that other process."""
+    if port and port_open(host, port):
+        holder = port_holder(port) or "another process"
+        raise EmulatorError(
+            f"{name}: port {port} on {host} is already taken by {holder}; "
+            "stop it or choose another --port (0 picks a free one)"
+        )
+
+
 @dataclass
 class ManagedProcess:
     """One emulator process in its own process group, with its output in a log file."""

@@ -12,7 +12,9 @@ _COMMANDS = {
     "cronwarden.emulators.gcp.cli": "commands",
     "cronwarden.emulators.azurite.cli": "commands",
     "cronwarden.emulators.servicebus.cli": "commands",
+    "cronwarden.emulators.aws.cli": "commands",
     "cronwarden.emulators.postgres.cli": "commands",
+    "cronwarden.emulators.stack": "commands",
 }
 
 
@@ -39,4 +41,5 @@ class _LazyGroup(click.Group):
 
 @click.group(cls=_LazyGroup, name="emulators")
 def emulators(**_: Any) -> None:
-    """Run local emulators (Pub/Sub, Firestore, Azurite, Service Bus, PostgreSQL) on 127.0.0.1."""
+    """Run local emulators (Pub/Sub, Firestore, Azurite, Service Bus, AWS, PostgreSQL) on
+    127.0.0.1."""

@@ -213,3 +213,38 @@ def postgres_queue(
 STORES["postgres"] = postgres_store
 QUEUES["postgres"] = postgres_queue
 MARKS["postgres"] = [pytest.mark.postgres]
+
+
+@contextmanager
+def dynamodb_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """DynamoDB on the session's moto server, a fresh table per test."""
+    from cronwarden.adapters.aws import DynamoStore
+
+    moto = request.getfixturevalue("moto_server")
+    store = DynamoStore.from_settings(moto.settings())
+    try:
+        yield store
+    finally:
+        store.delete_table()
+        store.close()
+
+
+@contextmanager
+def sqs_queue(
+    request: pytest.FixtureRequest, tmp_path: Path, *, max_deliveries: int = 3, **_: Any
+) -> Iterator[Queue]:
+    """SQS on the session's moto server: a fresh queue and DLQ (redrive policy with
+    ``maxReceiveCount`` = ``max_deliveries``) per test."""
+    from cronwarden.adapters.aws import SqsQueue
+
+    moto = request.getfixturevalue("moto_server")
+    queue = SqsQueue.from_settings(moto.settings(max_receive_count=max_deliveries))
+    try:
+        yield queue
+    finally:
+        queue.close()
+
+
+STORES["dynamodb"] = dynamodb_store
+QUEUES["sqs"] = sqs_queue
+MARKS["dynamodb"] = MARKS["sqs"] = [pytest.mark.aws]

@@ -7,4 +7,5 @@ pytest_plugins: list[str] = [
     "cronwarden.emulators.gcp.pytest_plugin",
     "cronwarden.emulators.postgres.pytest_plugin",
     "cronwarden.emulators.servicebus.pytest_plugin",
+    "cronwarden.emulators.aws.pytest_plugin",
 ]

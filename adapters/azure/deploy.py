@@ -21,7 +21,8 @@ resolved by the platform with the app's identity; its value never enters Terrafo
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cronwarden.deploy import builder as tf
@@ -54,8 +55,20 @@ SERVICEBUS_MAX_LOCK_SECONDS = 300
 #: pre-releases exist, which the ``b`` in the bound admits.
 AZURE_SETTLEMENT = "azurefunctions-extensions-bindings-servicebus>=1.0.0b2,<2"
 AZURERM_VERSION = ">= 4.0, < 5.0"
-QUEUE = "cronwarden-runs"
+DEFAULT_NAME = "cronwarden"  #: ``deploy render --name`` default: the prefix of every resource name
+QUEUE = "cronwarden-runs"  #: the queue of the default name (``queue_name(prefix)`` in general)
 WATCHER_SCHEDULE = "0 */5 * * * *"
+
+
+def queue_name(prefix: str = DEFAULT_NAME) -> str:
+    """The Service Bus queue of a deployment named ``prefix`` (the adapter's default for the
+    default name)."""
+    return f"{prefix}-runs"
+
+
+def table_name(prefix: str = DEFAULT_NAME) -> str:
+    """The state table of a deployment named ``prefix`` (letters and digits only)."""
+    return re.sub(r"[^A-Za-z0-9]", "", prefix)
 
 
 def versions() -> list[Item]:
@@ -66,7 +79,7 @@ def versions() -> list[Item]:
 _variable = tf.variable
 
 
-def _webhook_variables() -> list[Item]:
+def _webhook_variables(prefix: str = DEFAULT_NAME) -> list[Item]:
     vault = tf.secret_reference_variable(
         "webhook_key_vault_id",
         "Resource id of the Key Vault (Azure RBAC) holding the watcher's webhook URL, "
@@ -84,7 +97,7 @@ def _webhook_variables() -> list[Item]:
         "webhook_secret_name",
         "string",
         "Name of the Key Vault secret holding the watcher's webhook URL.",
-        "cronwarden-webhook",
+        f"{prefix}-webhook",
     )
     return [vault, name]
 
@@ -100,10 +113,14 @@ def webhook_secret() -> Expr:
 
 
 def variables(
-    sku: str, *, external_watcher: bool = False, watcher_only: bool = False
+    sku: str,
+    *,
+    external_watcher: bool = False,
+    watcher_only: bool = False,
+    prefix: str = DEFAULT_NAME,
 ) -> list[Item]:
     items: list[Item] = [
-        _variable("name", "string", "Prefix of every resource name.", "cronwarden"),
+        _variable("name", "string", "Prefix of every resource name.", prefix),
         _variable(
             "suffix",
             "string",
@@ -115,7 +132,7 @@ def variables(
             "resource_group_name",
             "string",
             "Resource group (created unless it exists).",
-            "cronwarden",
+            prefix,
         ),
         _variable("create_resource_group", "bool", "Create the resource group.", True),
         _variable(
@@ -137,7 +154,7 @@ def variables(
             _variable("alert_emails", "list(string)", "Who is emailed about dead letters.", [])
         )
     if not external_watcher:  # the app runs the watcher: it may notify a webhook
-        items += _webhook_variables()
+        items += _webhook_variables(prefix)
     if external_watcher:
         items.append(
             _variable(
@@ -171,8 +188,9 @@ def _in_group(first: dict[str, str], rest: dict[str, str]) -> list[Item]:
     return tf.refs({**first, **group, **rest})
 
 
-def _base() -> Block:
-    body = tf.refs(
+def _base(prefix: str = DEFAULT_NAME) -> Block:
+    table: list[Item] = [] if prefix == DEFAULT_NAME else [Attr("table_name", table_name(prefix))]
+    body = table + tf.refs(
         {
             "name": "var.name",
             "location": "var.location",
@@ -184,8 +202,9 @@ def _base() -> Block:
     return _module("base", "base", body)
 
 
-def _app(settings: Expr, *, watcher: bool) -> Block:
-    secrets: list[Item] = [Attr("key_vault_secret_settings", webhook_secret())] if watcher else []
+def _app(settings: Expr, *, watcher: bool, vault_secrets: Expr | None = None) -> Block:
+    references = vault_secrets if vault_secrets is not None else webhook_secret()
+    secrets: list[Item] = [Attr("key_vault_secret_settings", references)] if watcher else []
     body: list[Item] = [
         *_in_group(
             {"name": "local.function_app"},
@@ -202,7 +221,7 @@ def _app(settings: Expr, *, watcher: bool) -> Block:
     return _module("app", "function-app", body)
 
 
-def app_settings(*, watcher_here: bool) -> dict[str, Any]:
+def app_settings(*, watcher_here: bool, prefix: str = DEFAULT_NAME) -> dict[str, Any]:
     """cronwarden's app settings on Azure (configuration only, identity-based connections)."""
     return {
         ENV_PROVIDER: "azure",
@@ -210,7 +229,7 @@ def app_settings(*, watcher_here: bool) -> dict[str, Any]:
         ENV_TABLE_ACCOUNT_URL: Expr("module.base.table_endpoint"),
         ENV_TABLE: Expr("module.base.table_name"),
         ENV_SERVICEBUS_NAMESPACE: Expr("local.servicebus_fqdn"),
-        ENV_SERVICEBUS_QUEUE: QUEUE,
+        ENV_SERVICEBUS_QUEUE: queue_name(prefix),
         ENV_SERVICEBUS_MAX_DELIVERIES: Expr(
             "tostring(module.settings.servicebus.max_delivery_count)"
         ),
@@ -228,9 +247,9 @@ def external_watcher_environment(prefix: str) -> dict[str, Any]:
         ENV_TABLE_ACCOUNT_URL: Expr(
             '"https://${var.azure_storage_account}.table.core.windows.net/"'
         ),
-        ENV_TABLE: "cronwarden",
+        ENV_TABLE: table_name(prefix),
         ENV_SERVICEBUS_NAMESPACE: Expr("var.azure_servicebus_namespace"),
-        ENV_SERVICEBUS_QUEUE: QUEUE,
+        ENV_SERVICEBUS_QUEUE: queue_name(prefix),
         ENV_TENANT_ID: Expr("var.azure_tenant_id"),
         ENV_CLIENT_ID: Expr("var.azure_watcher_client_id"),
         ENV_FEDERATION: "google",
@@ -256,12 +275,15 @@ def external_watcher_variables() -> list[Item]:
     ]
 
 
-def main(plan_jobs: dict[str, dict[str, Any]], *, watcher_here: bool) -> list[Item]:
+def main(
+    plan_jobs: dict[str, dict[str, Any]], *, watcher_here: bool, prefix: str = DEFAULT_NAME
+) -> list[Item]:
     """``main.tf`` for the jobs of a plan (``plan_jobs``: name => settings object)."""
-    more_locals = [*_names(), Attr("app_settings", app_settings(watcher_here=watcher_here))]
+    settings = app_settings(watcher_here=watcher_here, prefix=prefix)
+    more_locals = [*_names(), Attr("app_settings", settings)]
     items: list[Item] = [
         *tf.jobs_preamble("azure", plan_jobs, more_locals),
-        _base(),
+        _base(prefix),
         Comment("Per job: CRONWARDEN_SCHEDULE_<JOB> = NCRONTAB in UTC (see README.md)."),
         _app(
             Expr("merge(local.app_settings, module.settings.schedule_settings)"),
@@ -272,7 +294,7 @@ def main(plan_jobs: dict[str, dict[str, Any]], *, watcher_here: bool) -> list[It
             "servicebus",
             [
                 *_in_group({"name": "local.servicebus"}, {"location": "var.location"}),
-                Attr("queue_name", QUEUE),
+                Attr("queue_name", queue_name(prefix)),
                 *tf.refs(
                     {
                         "max_delivery_count": "module.settings.servicebus.max_delivery_count",
@@ -318,29 +340,50 @@ def main(plan_jobs: dict[str, dict[str, Any]], *, watcher_here: bool) -> list[It
     return items
 
 
-def watcher_variables(watched: Sequence[Item]) -> list[Item]:
+def watcher_variables(watched: Sequence[Item], prefix: str = DEFAULT_NAME) -> list[Item]:
     """Variables of the watcher-only Azure root module (``watched``: those of the jobs' cloud)."""
-    return [*variables(AZURE_SKU, watcher_only=True), *watched]
+    return [*variables(AZURE_SKU, watcher_only=True, prefix=prefix), *watched]
 
 
-def watcher_main(watched_environment: dict[str, Any]) -> list[Item]:
+WATCHED_VAULT = "watched_credentials_key_vault_id"  #: the vault of a watched cloud's credential
+
+
+def watcher_main(
+    watched_environment: dict[str, Any],
+    secrets: Mapping[str, str] | None = None,
+    cloud: str = "gcp",
+) -> list[Item]:
     """``main.tf`` of a watcher-only Azure app watching jobs that run on another cloud
-    (``watched_environment``: what the watcher needs to reach them)."""
+    (``watched_environment``: what the watcher needs to reach them; ``secrets``: app setting
+    => the variable naming the Key Vault secret holding its value, in the vault
+    ``var.watched_credentials_key_vault_id``)."""
     settings = {
         **watched_environment,
         ENV_FUNCTIONS: "watcher",
         ENV_WATCHER_SCHEDULE: Expr("var.watcher_schedule"),
     }
+    about = (
+        ": the liveness\n"
+        "watcher of jobs running on GCP, outside their failure domain. It reaches Firestore\n"
+        "and the dead-letter subscription through workload identity federation (no key)."
+    )
+    vault_secrets = None
+    if secrets:
+        about = (
+            f": the liveness\nwatcher of jobs running on {cloud.upper()}, outside their failure "
+            "domain. It reads their credential\nthrough Key Vault references (the value never "
+            "enters Terraform)."
+        )
+        entries = ", ".join(
+            f"{name} = {{ key_vault_id = var.{WATCHED_VAULT}, secret_name = var.{variable} }}"
+            for name, variable in secrets.items()
+        )
+        vault_secrets = Expr(f"merge({webhook_secret().text}, {{ {entries} }})")
     return [
-        tf.header(
-            "cronwarden deploy render --watcher-provider azure",
-            ": the liveness\n"
-            "watcher of jobs running on GCP, outside their failure domain. It reaches Firestore\n"
-            "and the dead-letter subscription through workload identity federation (no key).",
-        ),
+        tf.header("cronwarden deploy render --watcher-provider azure", about),
         Block("locals", body=[*_names(), Attr("app_settings", settings)]),
         _base(),
-        _app(Expr("local.app_settings"), watcher=True),
+        _app(Expr("local.app_settings"), watcher=True, vault_secrets=vault_secrets),
     ]
 
 
@@ -362,15 +405,26 @@ def jobs_root(options: rr.RootOptions) -> rr.TfFiles:
     """The root module running the jobs (and the watcher when ``options.watcher_here``)."""
     external = options.external_watcher
     jobs = {spec.name: spec.terraform() for spec in options.plan.jobs}
-    main_tf = main(jobs, watcher_here=options.watcher_here)
-    variables_tf = variables(AZURE_SKU, external_watcher=external)
+    prefix = options.prefix
+    main_tf = main(jobs, watcher_here=options.watcher_here, prefix=prefix)
+    variables_tf = variables(AZURE_SKU, external_watcher=external, prefix=prefix)
     return rr.tf_files(versions(), variables_tf, main_tf, outputs(external_watcher=external))
 
 
 def watcher_root(prefix: str, watched: rr.Watched) -> rr.TfFiles:
     """The root module (an app) running only the watcher of jobs on another cloud."""
-    variables_tf = watcher_variables(watched.variables)
-    main_tf = watcher_main(watched.environment)
+    vault: list[Item] = []
+    if watched.secret_environment:
+        vault = [
+            _variable(
+                WATCHED_VAULT,
+                "string",
+                "Resource id of the Key Vault (Azure RBAC) holding the watched cloud's "
+                "credential (README.md).",
+            )
+        ]
+    variables_tf = watcher_variables([*watched.variables, *vault], prefix)
+    main_tf = watcher_main(watched.environment, watched.secret_environment, watched.cloud)
     return rr.tf_files(versions(), variables_tf, main_tf, outputs(watcher_only=True))
 
 

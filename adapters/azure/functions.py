@@ -56,13 +56,12 @@ from cronwarden.hosting import (
 )
 from cronwarden.jobs import Job, JobSet
 from cronwarden.liveness import Report
-from cronwarden.logs import get_logger
+from cronwarden.logs import get_logger, trace_scope
 from cronwarden.model import RunRequest
 from cronwarden.notify import Notifier
 from cronwarden.ports import DeadLetter, Delivery, Provider
 from cronwarden.redaction import redact
 from cronwarden.settlement import Action, Verdict, republish
-from cronwarden.trigger import Worker
 
 from ._timer import TimerSchedule, due_window, timer_schedule_for
 from .servicebus import ServiceBusQueue, attempt_of, public_attributes, retry_by_copy
@@ -100,6 +99,15 @@ class MessageActions(Protocol):
     ) -> None: ...
 
     def renew_message_lock(self, message: Any) -> None: ...
+
+
+def _diagnostic_id(message: Any) -> str | None:
+    """The W3C ``traceparent`` the Service Bus SDK stamps on a message (``Diagnostic-Id``)."""
+    props = getattr(message, "application_properties", None) or {}
+    value = props.get("Diagnostic-Id") or props.get(b"Diagnostic-Id")
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
 
 
 def timer_function_name(job_name: str) -> str:
@@ -231,27 +239,12 @@ class AzureRuntime(HostedRuntime):
         self.actions = actions
         self.timers: dict[str, TimerSchedule] = {}
         self.last_report: Report | None = None
-        self._worker: Worker | None = None
 
     def servicebus(self) -> ServiceBusQueue:
-        queue = self.provider.queue()
-        if not isinstance(queue, ServiceBusQueue):
-            raise ConfigurationError(
-                "the Azure timer and worker functions need the azure provider's Service Bus "
-                f"queue, got {type(queue).__name__} (set CRONWARDEN_PROVIDER=azure)"
-            )
-        return queue
+        return self.queue_of(ServiceBusQueue, "the Azure timer and worker functions", "azure")
 
     def run_queue(self) -> ServiceBusQueue:
         return self.servicebus()
-
-    @property
-    def worker(self) -> Worker:
-        """The core worker (decides only; :func:`settle_with_actions` applies its verdicts)."""
-        with self._lock:
-            if self._worker is None:
-                self._worker = Worker(self.engine)
-            return self._worker
 
     # -- the handlers -----------------------------------------------------------------------
     def handle_timer(self, job: Job, past_due: bool = False) -> list[RunRequest]:
@@ -294,10 +287,11 @@ class AzureRuntime(HostedRuntime):
         actions = actions or self.actions or _host_actions()
         servicebus = self.servicebus()
         delivery = delivery_of(message)
-        decision = self.worker.decide(
-            delivery, extend=lambda: actions.renew_message_lock(delivery.handle)
-        )
-        settle_with_actions(decision.verdict, delivery, servicebus, actions)
+        with trace_scope(_diagnostic_id(message)):  # log lines carry the message's trace id
+            decision = self.worker.decide(
+                delivery, extend=lambda: actions.renew_message_lock(delivery.handle)
+            )
+            settle_with_actions(decision.verdict, delivery, servicebus, actions)
         return decision.outcome
 
     def handle_watcher(self) -> Report:

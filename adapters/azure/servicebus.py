@@ -37,11 +37,12 @@ them. Connection strings never appear in logs or errors.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cronwarden.logs import get_logger
 from cronwarden.ports import (
@@ -55,6 +56,9 @@ from cronwarden.ports import (
 from cronwarden.settlement import Action, Verdict
 
 from ._redact import redact
+
+if TYPE_CHECKING:
+    from cronwarden.doctor import DeadLetterPolicy
 
 log = get_logger("azure.servicebus")
 
@@ -426,6 +430,19 @@ class ServiceBusQueue(Queue):
 
     def dlq_depth(self) -> int:
         return len(self._peek_dlq(_DLQ_COUNT_CAP))
+
+    def dead_letter_policy(self) -> DeadLetterPolicy:
+        """For ``cronwarden doctor``: the broker's delivery limit, measured with a probe
+        (``MaxDeliveryCount`` needs Manage rights to read; see :mod:`._dlq_probe`), and the
+        lower of it and this adapter's ``max_deliveries`` (the adapter dead-letters too)."""
+        from ._dlq_probe import measure_delivery_limit
+
+        policy = measure_delivery_limit(self)
+        if policy.max_deliveries is None:
+            return policy
+        return dataclasses.replace(
+            policy, max_deliveries=min(policy.max_deliveries, self.max_deliveries)
+        )
 
     def dlq_peek(self, limit: int = 10) -> list[DeadLetter]:
         return [self.dead_letter_of(m) for m in self._peek_dlq(limit)]

@@ -268,8 +268,9 @@ class TableStore(Store):
     # -- plumbing --------------------------------------------------------------------------
     def _call(self, action: Callable[..., _T], *args: Any, write: bool = False) -> _T:
         """``action(*args)``, with the SDK's failures mapped to the port's errors: a request
-        never sent (connection refused, DNS) or refused as busy (503) → StoreUnavailable; for
-        a ``write``, a response lost after sending or a server error/timeout (500, 504) →
+        never sent (connection refused, DNS) or refused before applying (503 server busy, 429
+        throttled) → StoreUnavailable; for a ``write``, a response lost after sending or a
+        server error/timeout (500 incl. OperationTimedOut, 502, 504, 408) →
         CommitOutcomeUnknown (reads: StoreUnavailable); a missing table → ConfigurationError."""
         from azure.core.exceptions import (
             HttpResponseError,
@@ -292,8 +293,9 @@ class TableStore(Store):
             ) from None
         except HttpResponseError as exc:
             status = getattr(exc, "status_code", None)
-            if status in (500, 503, 504) and _error_code(exc) != _TABLE_NOT_FOUND:
-                failure = CommitOutcomeUnknown if write and status != 503 else StoreUnavailable
+            if status in _TRANSIENT and _error_code(exc) != _TABLE_NOT_FOUND:
+                applied = write and status not in _REFUSED_BEFORE_APPLYING
+                failure = CommitOutcomeUnknown if applied else StoreUnavailable
                 raise failure(
                     f"Table Storage answered {status} ({_error_code(exc) or 'no code'}): "
                     f"{redact(str(exc))[:300]}"
@@ -361,6 +363,12 @@ def _plan_read_merge(partition: str, row: str, op: Merge, current: Any) -> tuple
         {"PartitionKey": partition, "RowKey": row, **properties},
         {"mode": UpdateMode.MERGE, **_conditional(current.metadata["etag"])},
     )
+
+
+#: statuses of a transient failure (not a refusal of the commit's preconditions)
+_TRANSIENT = (408, 429, 500, 502, 503, 504)
+#: transient statuses the service sends before applying anything (busy, throttled)
+_REFUSED_BEFORE_APPLYING = (429, 503)
 
 
 def _conflict(exc: Any, operations: list[Any], retryable: set[int]) -> Exception:

@@ -27,7 +27,7 @@ Terraform value.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cronwarden.deploy import builder as tf
@@ -326,14 +326,14 @@ def _watcher_schedule(prefix: str) -> Block:
     return _module("watcher_schedule", "watcher", body, labels=False)
 
 
-def _watcher_fn(prefix: str, description: str) -> Block:
+def _watcher_fn(prefix: str, description: str, secrets: Expr | None = None) -> Block:
     return _fn(
         prefix,
         "watcher",
         120,
         {"scheduler": Expr("google_service_account.scheduler.member")},
         description,
-        secrets=_webhook_secret(),
+        secrets=secrets or _webhook_secret(),
     )
 
 
@@ -760,17 +760,32 @@ def watcher_variables(watched: Sequence[Item]) -> list[Item]:
     ]
 
 
-def watcher_main(prefix: str, watched_environment: dict[str, Any]) -> list[Item]:
+def watcher_main(
+    prefix: str,
+    watched_environment: dict[str, Any],
+    secrets: Mapping[str, str] | None = None,
+    cloud: str = "azure",
+) -> list[Item]:
     """``main.tf`` of a watcher-only GCP deployment watching jobs that run on another cloud
-    (``watched_environment``: what the watcher needs to reach them)."""
+    (``watched_environment``: what the watcher needs to reach them; ``secrets``: environment
+    name => the variable naming the Secret Manager secret holding its value)."""
     n = names(prefix)
+    about = (
+        ": the liveness watcher\n"
+        "of jobs running on Azure, outside their failure domain. It reaches Table Storage and\n"
+        "the dead-letter queue through workload identity federation (no key)."
+    )
+    if secrets:
+        about = (
+            f": the liveness watcher\nof jobs running on {cloud.upper()}, outside their failure "
+            "domain. It reads their credential from\nSecret Manager by reference (the value "
+            "never enters Terraform)."
+        )
+    title = _TITLES.get(cloud, cloud)
+    description = f"cronwarden liveness watcher (jobs on {title})"
+    watcher = _watcher_fn(prefix, description, _with_secrets(secrets) if secrets else None)
     return [
-        tf.header(
-            "cronwarden deploy render --watcher-provider gcp",
-            ": the liveness watcher\n"
-            "of jobs running on Azure, outside their failure domain. It reaches Table Storage and\n"
-            "the dead-letter queue through workload identity federation (no key).",
-        ),
+        tf.header("cronwarden deploy render --watcher-provider gcp", about),
         Block(
             "locals",
             body=[
@@ -784,9 +799,21 @@ def watcher_main(prefix: str, watched_environment: dict[str, Any]) -> list[Item]
         _service_account(
             "scheduler", n["scheduler_identity"], "cronwarden watcher schedule (OIDC)"
         ),
-        _watcher_fn(prefix, "cronwarden liveness watcher (jobs on Azure)"),
+        watcher,
         _watcher_schedule(prefix),
     ]
+
+
+_TITLES = {"azure": "Azure", "aws": "AWS"}
+
+
+def _with_secrets(secrets: Mapping[str, str]) -> Expr:
+    """The webhook secret (when named) and ``secrets`` (env => variable naming the secret)."""
+    entries = ", ".join(
+        f'{env} = {{ secret = var.{variable}, version = "latest" }}'
+        for env, variable in secrets.items()
+    )
+    return Expr(f"merge({_webhook_secret().text}, {{ {entries} }})")
 
 
 def watcher_outputs() -> list[Item]:
@@ -823,7 +850,7 @@ def jobs_root(options: rr.RootOptions) -> rr.TfFiles:
 
 def watcher_root(prefix: str, watched: rr.Watched) -> rr.TfFiles:
     """The root module running only the watcher of jobs on another cloud."""
-    main_tf = watcher_main(prefix, watched.environment)
+    main_tf = watcher_main(prefix, watched.environment, watched.secret_environment, watched.cloud)
     return rr.tf_files(versions(), watcher_variables(watched.variables), main_tf, watcher_outputs())
 
 

@@ -41,7 +41,6 @@ from types import ModuleType
 from typing import Any
 
 from cronwarden.engine import Engine, EngineSettings
-from cronwarden.errors import ConfigurationError
 from cronwarden.hosting import (
     FUNCTIONS_ENV,
     HostedRuntime,
@@ -50,7 +49,7 @@ from cronwarden.hosting import (
 )
 from cronwarden.jobs import JobSet
 from cronwarden.liveness import Report
-from cronwarden.logs import get_logger
+from cronwarden.logs import get_logger, trace_scope
 from cronwarden.notify import Notifier
 from cronwarden.ports import Delivery, Provider
 from cronwarden.redaction import redact
@@ -92,6 +91,8 @@ class PushWorker(Worker):
 class FunctionsRuntime(HostedRuntime):
     """What the three functions share; built lazily, once per instance, thread-safe."""
 
+    in_progress_retries = True  #: a push redelivered while its run goes on carries the run
+
     def __init__(
         self,
         jobs: JobSet,
@@ -101,27 +102,12 @@ class FunctionsRuntime(HostedRuntime):
         notifiers: list[Notifier] | None = None,
     ) -> None:
         super().__init__(jobs, provider=provider, settings=settings, notifiers=notifiers)
-        self._worker: Worker | None = None
 
     def pubsub(self) -> PubSubQueue:
-        queue = self.provider.queue()
-        if not isinstance(queue, PubSubQueue):
-            raise ConfigurationError(
-                f"the GCP trigger and worker functions need the gcp provider's Pub/Sub queue, "
-                f"got {type(queue).__name__} (set CRONWARDEN_PROVIDER=gcp)"
-            )
-        return queue
+        return self.queue_of(PubSubQueue, "the GCP trigger and worker functions", "gcp")
 
     def run_queue(self) -> PubSubQueue:
         return self.pubsub()
-
-    @property
-    def worker(self) -> Worker:
-        """The core worker with the push variant of the verdict mapping (decides only)."""
-        with self._lock:
-            if self._worker is None:
-                self._worker = Worker(self.engine, in_progress_retries=True)
-            return self._worker
 
     @property
     def push_queue(self) -> PushQueue:
@@ -256,7 +242,10 @@ def make_functions(
 
     def worker(request: Any) -> Response:
         """Pub/Sub push of a run request → one execution under the run protocol."""
-        return disabled("worker") or runtime.handle_worker(request.get_data())
+        headers = request.headers
+        trace = headers.get("traceparent") or headers.get("X-Cloud-Trace-Context")
+        with trace_scope(trace):  # log lines carry the request's trace id
+            return disabled("worker") or runtime.handle_worker(request.get_data())
 
     def watcher(request: Any) -> Response:
         """Liveness check of every job (and the dead-letter queue)."""

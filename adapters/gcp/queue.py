@@ -49,7 +49,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlencode
 
 from cronwarden.errors import ConfigurationError
@@ -64,6 +64,9 @@ from cronwarden.ports import (
 
 from ._clients import grpc_module, pubsub_clients
 from ._keeper import DeadlineKeeper
+
+if TYPE_CHECKING:
+    from cronwarden.doctor import DeadLetterPolicy
 
 log = logging.getLogger(__name__)
 
@@ -254,6 +257,31 @@ class PubSubQueue(Queue):
         from ._pubsub_admin import ensure_resources
 
         ensure_resources(self, *self._connect())
+
+    def dead_letter_policy(self) -> DeadLetterPolicy:
+        """For ``cronwarden doctor``: the subscription's deadLetterPolicy as the broker holds it
+        (not as configured here), and whether its dead-letter topic and subscription exist.
+        Needs ``pubsub.subscriptions.get`` / ``pubsub.topics.get`` (Pub/Sub Viewer)."""
+        from google.api_core import exceptions as gexc
+
+        from cronwarden.doctor import DeadLetterPolicy
+
+        subscription = self.subscriber.get_subscription(
+            subscription=self.subscription, timeout=self.rpc_timeout
+        )
+        policy = subscription.dead_letter_policy
+        topic = str(getattr(policy, "dead_letter_topic", "") or "")
+        if not topic:
+            return DeadLetterPolicy(False, None, f"{self.subscription} has no dead-letter policy")
+        try:
+            self.publisher.get_topic(topic=topic, timeout=self.rpc_timeout)
+            self.subscriber.get_subscription(
+                subscription=self.dead_letter_subscription, timeout=self.rpc_timeout
+            )
+        except gexc.NotFound as exc:
+            return DeadLetterPolicy(False, None, f"dead-letter topic or subscription: {exc}")
+        limit = int(getattr(policy, "max_delivery_attempts", 0) or 5)  # 0 means Pub/Sub's 5
+        return DeadLetterPolicy(True, limit, f"{self.subscription} -> {topic}")
 
     def _publish(self, topic: str, messages: Sequence[Mapping[str, Any]]) -> None:
         for chunk in _chunks(messages):

@@ -97,6 +97,8 @@ def _unavailable() -> tuple[type[Exception], ...]:
         gexc.Unknown,
         gexc.ResourceExhausted,
         gexc.RetryError,
+        gexc.Cancelled,  # the call was cancelled in flight (client shutdown): unknown
+        gexc.BadGateway,  # a proxy in front of the service lost the answer
     )
 
 

@@ -9,7 +9,16 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-BUSY_TIMEOUT_MS = 30_000
+#: how long a statement waits for another process's write lock before SQLite reports the
+#: database busy (the store then raises StoreUnavailable and the caller backs off): short, so a
+#: writer stopped inside a transaction (SIGSTOP, a debugger) stalls the others for seconds, not
+#: half a minute; callers retry with backoff instead of waiting inside SQLite.
+BUSY_TIMEOUT_MS = 5_000
+
+
+class CommitFailed(sqlite3.OperationalError):
+    """The ``COMMIT`` statement itself failed (the transaction was then rolled back). Busy at
+    commit means nothing was applied; an I/O error there may have left the commit durable."""
 
 
 class Database:
@@ -19,8 +28,9 @@ class Database:
     while one writer commits.
     """
 
-    def __init__(self, path: str, schema: str) -> None:
+    def __init__(self, path: str, schema: str, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.path = path
+        self.busy_timeout_ms = busy_timeout_ms
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, exist_ok=True)
         self._local = threading.local()
@@ -35,11 +45,11 @@ class Database:
         if conn is None:
             conn = sqlite3.connect(
                 self.path,
-                timeout=BUSY_TIMEOUT_MS / 1000,
+                timeout=self.busy_timeout_ms / 1000,
                 isolation_level=None,
                 check_same_thread=False,
             )
-            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_ms)}")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
@@ -49,7 +59,10 @@ class Database:
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction taken at once (no lock upgrade deadlocks between processes)."""
+        """A write transaction taken at once (no lock upgrade deadlocks between processes).
+
+        Callers do their preparation (encoding, merging what they can) before entering, so the
+        file lock is held only for the reads and writes themselves."""
         conn = self.connection()
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -57,8 +70,12 @@ class Database:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        else:
+        try:
             conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise CommitFailed(str(exc)) from exc
 
     def close(self) -> None:
         with self._guard:

@@ -12,10 +12,14 @@ import secrets
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from cronwarden.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue, QueueCapabilities
 
 from ._db import Database
+
+if TYPE_CHECKING:
+    from cronwarden.doctor import DeadLetterPolicy
 
 MAX_DELIVERIES_ATTRIBUTE = "cw-max-deliveries"
 _POLL_SECONDS = 0.05
@@ -142,6 +146,13 @@ class SQLiteQueue(Queue):
                 conn.execute(sql + " WHERE seq = ? AND receipt = ?", (*args, seq, receipt)).rowcount
             )
 
+    def dead_letter_policy(self) -> DeadLetterPolicy:
+        """For ``cronwarden doctor``: the dead-letter table always exists; the limit is this
+        queue's ``max_deliveries``."""
+        from cronwarden.doctor import DeadLetterPolicy
+
+        return DeadLetterPolicy(True, self.max_deliveries, "the SQLite queue's dead letters")
+
     def ack(self, delivery: Delivery) -> None:
         self._settle(delivery, "DELETE FROM messages")
 
@@ -164,6 +175,20 @@ class SQLiteQueue(Queue):
             description,
             time.time(),
         )
+
+    def holds(self, run_key: str) -> bool:
+        """Whether a message for ``run_key`` waits in the queue (not dead-lettered): what the
+        CLI's manual trigger reads to say "already queued" instead of enqueuing a repeat."""
+        row = (
+            self._db.connection()
+            .execute(
+                "SELECT 1 FROM messages WHERE dlq = 0 AND json_extract(attributes, '$.run_key') = ?"
+                " LIMIT 1",
+                (run_key,),
+            )
+            .fetchone()
+        )
+        return row is not None
 
     def dlq_depth(self) -> int:
         (count,) = (

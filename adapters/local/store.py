@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from cronwarden.errors import CommitConflict, StoreUnavailable
+from cronwarden.errors import CommitConflict, CommitOutcomeUnknown, StoreUnavailable
 from cronwarden.ports import (
     Create,
     Delete,
@@ -22,7 +22,7 @@ from cronwarden.ports import (
     apply_merge,
 )
 
-from ._db import Database
+from ._db import BUSY_TIMEOUT_MS, CommitFailed, Database
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -41,17 +41,22 @@ class SQLiteStore(Store):
     Versions come from one database-wide counter, so a version never repeats for a key even
     when the record is deleted and created again (a stale writer can never match). A database
     still locked by another writer after the busy timeout, or a file that cannot be opened,
-    raises :class:`~cronwarden.errors.StoreUnavailable` (the transaction was rolled back).
+    raises :class:`~cronwarden.errors.StoreUnavailable` (the transaction was rolled back), in
+    one line naming the file; an I/O error on the ``COMMIT`` statement itself raises
+    :class:`~cronwarden.errors.CommitOutcomeUnknown` (the commit may be durable).
+
+    ``busy_timeout``: seconds to wait for another process's write lock (default 5).
     """
 
     capabilities = StoreCapabilities(max_commit_ops=10_000)
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, busy_timeout: float = BUSY_TIMEOUT_MS / 1000) -> None:
         super().__init__()
-        self._db = Database(path, _SCHEMA)
+        self.path = path
+        self._db = Database(path, _SCHEMA, busy_timeout_ms=int(busy_timeout * 1000))
 
     def _get(self, key: Key) -> Record | None:
-        with _unavailable_on_busy():
+        with _unavailable_on_busy(self.path):
             return self._read(key)
 
     def _read(self, key: Key) -> Record | None:
@@ -66,13 +71,20 @@ class SQLiteStore(Store):
         return Record(key, json.loads(row[0]), row[1]) if row else None
 
     def _commit(self, ops: list[Op]) -> list[Version]:
-        with _unavailable_on_busy():
+        with _unavailable_on_busy(self.path):
             return self._write(ops)
 
     def _write(self, ops: list[Op]) -> list[Version]:
         # The ops touch distinct records of one job (checked by the port), so reading them all
         # first and writing them all after is the same as applying them one by one; it costs a
         # few statements per commit instead of two per op (the ledger commits 200-op batches).
+        # Whole records are encoded before the transaction: the file lock is held only for
+        # the reads and writes.
+        encoded = {
+            index: _encode(op.data)
+            for index, op in enumerate(ops)
+            if isinstance(op, Create | Update)
+        }
         with self._db.write() as conn:
             (clock,) = conn.execute(
                 "UPDATE version_clock SET value = value + 1 RETURNING value"
@@ -87,7 +99,7 @@ class SQLiteStore(Store):
                 if isinstance(op, Create):
                     if row is not None:
                         raise CommitConflict(index, "exists", f"{k.kind} {k.job}/{k.id}")
-                    data: dict[str, Any] = dict(op.data)
+                    text = encoded[index]
                 elif isinstance(op, Update | Delete):
                     if row is None or row[1] != op.version:
                         raise CommitConflict(index, "version", f"{k.kind} {k.job}/{k.id}")
@@ -95,10 +107,10 @@ class SQLiteStore(Store):
                         deletes.append((k.kind, k.job, k.id))
                         versions.append(None)
                         continue
-                    data = dict(op.data)
+                    text = encoded[index]
                 else:
-                    data = apply_merge(json.loads(row[0]) if row else None, op)
-                writes.append((k.kind, k.job, k.id, json.dumps(data, separators=(",", ":")), clock))
+                    text = _encode(apply_merge(json.loads(row[0]) if row else None, op))
+                writes.append((k.kind, k.job, k.id, text, clock))
                 versions.append(clock)
             if deletes:
                 conn.executemany("DELETE FROM records WHERE kind=? AND job=? AND id=?", deletes)
@@ -137,7 +149,7 @@ class SQLiteStore(Store):
         if limit is not None:
             sql.append("LIMIT ?")
             args.append(limit)
-        with _unavailable_on_busy():
+        with _unavailable_on_busy(self.path):
             rows = self._db.connection().execute(" ".join(sql), args).fetchall()
         return [Record(Key(kind, r[0], r[1]), json.loads(r[2]), r[3]) for r in rows]
 
@@ -145,18 +157,42 @@ class SQLiteStore(Store):
         self._db.close()
 
 
-_UNAVAILABLE = ("database is locked", "database is busy", "unable to open", "disk i/o error")
+def _encode(data: Any) -> str:
+    return json.dumps(data, separators=(",", ":"))
+
+
+_BUSY = ("database is locked", "database is busy")
+_UNAVAILABLE = (*_BUSY, "unable to open", "disk i/o error", "disk is full")
 
 
 @contextlib.contextmanager
-def _unavailable_on_busy() -> Iterator[None]:
-    """SQLite's "could not get at the file" errors as StoreUnavailable: the transaction was
-    rolled back (or never began), so nothing was applied."""
+def _unavailable_on_busy(path: str = "") -> Iterator[None]:
+    """SQLite's failures as the port's outcomes, in one line naming the state file:
+
+    * busy / locked (another process holds the write lock past the busy timeout), unable to
+      open, I/O error or disk full before the commit: StoreUnavailable (rolled back or never
+      begun, nothing applied);
+    * busy on the ``COMMIT`` statement: StoreUnavailable (still not applied: rolled back);
+    * any other failure of the ``COMMIT`` statement (I/O error while making it durable):
+      CommitOutcomeUnknown.
+    """
+    where = f"SQLite store {path}" if path else "SQLite store"
     try:
         yield
+    except CommitFailed as exc:
+        text = str(exc).lower()
+        if any(busy in text for busy in _BUSY):
+            raise StoreUnavailable(f"{where} busy at commit, nothing applied: {exc}") from exc
+        raise CommitOutcomeUnknown(f"{where}: commit outcome unknown: {exc}") from exc
     except sqlite3.OperationalError as exc:
-        if any(text in str(exc).lower() for text in _UNAVAILABLE):
-            raise StoreUnavailable(f"SQLite store unavailable: {exc}") from exc
+        text = str(exc).lower()
+        if any(busy in text for busy in _BUSY):
+            raise StoreUnavailable(
+                f"{where} unavailable: {exc} (another process holds its write lock past the "
+                "busy timeout: a stopped or stuck writer?); nothing applied, retry later"
+            ) from exc
+        if any(fault in text for fault in _UNAVAILABLE):
+            raise StoreUnavailable(f"{where} unavailable: {exc}; nothing applied") from exc
         raise
 
 

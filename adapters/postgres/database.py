@@ -6,8 +6,11 @@ mapped to the store's three outcomes in one place.
   after :data:`SERIALIZATION_RETRIES` immediate retries -> :class:`CommitConflict`.
 * No connection (refused, DNS, authentication, pool timeout) before anything was sent, or a
   statement cancelled by ``statement_timeout`` (rolled back) -> :class:`StoreUnavailable`.
-* The connection failed after a write was sent -> :class:`CommitOutcomeUnknown` (the server may
-  have committed before the reply was lost). Reads that fail this way are ``StoreUnavailable``.
+* The connection failed after a write was sent (no SQLSTATE, class ``08``, or ``57P0x``) ->
+  :class:`CommitOutcomeUnknown` (the server may have committed before the reply was lost).
+  Reads that fail this way are ``StoreUnavailable``. An operational error the server reported
+  with any other SQLSTATE (disk full, out of memory, too many connections) rolled the
+  transaction back -> :class:`StoreUnavailable`.
 
 Every message passes through :func:`~cronwarden.redaction.redact` and names the server by its
 redacted DSN: the password never reaches a log line or an error snippet.
@@ -203,7 +206,7 @@ class Database:
             nul = isinstance(exc, errors.UntranslatableCharacter)
             return ValueError(f"Postgres refused the data: {detail}{hint if nul else ''}")
         if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
-            if writes:
+            if writes and not _rolled_back(state):
                 return CommitOutcomeUnknown(
                     f"{detail} (the write may have been applied: read back before assuming)"
                 )
@@ -278,6 +281,17 @@ class _Sweeper:
         self._stop.set()
         if self._started:
             self._thread.join(timeout=10)
+
+
+def _rolled_back(sqlstate: str | None) -> bool:
+    """Whether an operational error the server itself reported (a SQLSTATE) means the write's
+    transaction was rolled back: the server answered with an error, so it did not commit.
+    No SQLSTATE (the connection was lost: no answer at all), a connection exception (class
+    ``08``) or an operator intervention (``57P0x``: the backend was terminated, perhaps while
+    committing) leave the outcome unknown."""
+    if not sqlstate:
+        return False
+    return not (sqlstate.startswith("08") or sqlstate.startswith("57P"))
 
 
 class _Watchdog:

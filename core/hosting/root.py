@@ -10,8 +10,11 @@ nothing before the first invocation.
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Mapping
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ..engine import Engine, EngineSettings
 from ..errors import ConfigurationError
@@ -20,7 +23,11 @@ from ..liveness import Watcher
 from ..notify import LogNotifier, Notifier, WebhookNotifier
 from ..ports import Provider, Publisher, Queue, Store
 from ..trigger import Trigger, Worker
-from .settings import HostSettings
+from .settings import WEBHOOK_ENV, HostSettings
+
+if TYPE_CHECKING:
+    from ..alerting.settings import AlertingSettings
+    from ..alerting.watchdog import CheckHook
 
 
 def jobset_of(target: ModuleType | JobSet | str) -> JobSet:
@@ -39,18 +46,41 @@ def jobset_of(target: ModuleType | JobSet | str) -> JobSet:
 
 
 def notifiers_for(settings: HostSettings) -> list[Notifier]:
-    """Every host's notifiers: a JSON log line, plus the webhook when one is configured."""
+    """A JSON log line, plus the webhook when one is configured: the notifiers of a host
+    without an alerting settings file (with one, :func:`alerting_for`'s router)."""
     notifiers: list[Notifier] = [LogNotifier()]
     if settings.webhook_url:
         notifiers.append(WebhookNotifier(settings.webhook_url))
     return notifiers
 
 
+def alerting_for(settings: HostSettings, env: Mapping[str, str] | None = None) -> AlertingSettings:
+    """The host's alerting settings (``cronwarden.alerting``: the settings file or
+    ``$CRONWARDEN_ALERTING_TOML``, plus ``$CRONWARDEN_WEBHOOK_URL`` and the heartbeat URL).
+
+    ``settings.webhook_url`` stands for ``$CRONWARDEN_WEBHOOK_URL`` (a host given its settings
+    explicitly keeps its webhook); it becomes the ``webhook`` channel exactly once, unless the
+    settings file declares a channel of that name itself.
+    """
+    from ..alerting.settings import load_settings
+
+    environ = dict(os.environ if env is None else env)
+    if settings.webhook_url:
+        environ[WEBHOOK_ENV] = settings.webhook_url
+    else:
+        environ.pop(WEBHOOK_ENV, None)
+    return load_settings(env=environ)
+
+
 class Composition:
     """One host's object graph, built from configuration on first use and then reused.
 
     ``provider`` defaults to the one ``host.provider`` names (``provider_from_env``);
-    ``notifiers`` to :func:`notifiers_for` ``host``; ``host`` to
+    ``notifiers`` to the router of :func:`alerting_for` ``host`` (the log line plus every
+    routed channel, each alert sent once per channel; without a settings file, the log line
+    and ``$CRONWARDEN_WEBHOOK_URL`` as :func:`notifiers_for`); ``hooks`` (run after every watcher
+    check) to its :meth:`~cronwarden.alerting.settings.AlertingSettings.watcher_hooks` (the
+    store heartbeat, plus the dead-man's switch when configured); ``host`` to
     :meth:`HostSettings.from_env`, read when first needed.
     """
 
@@ -62,12 +92,15 @@ class Composition:
         settings: EngineSettings | None = None,
         notifiers: list[Notifier] | None = None,
         host: HostSettings | None = None,
+        hooks: list[CheckHook] | None = None,
     ) -> None:
         self.jobs = jobs
         self.settings = settings
         self._provider = provider
         self._notifiers = notifiers
         self._host = host
+        self._hooks = hooks
+        self._alerting: AlertingSettings | None = None
         self._lock = threading.RLock()
         self._engine: Engine | None = None
         self._trigger: Trigger | None = None
@@ -116,11 +149,32 @@ class Composition:
             return self._trigger
 
     @property
+    def alerting(self) -> AlertingSettings:
+        """The alerting settings, loaded once (a bad setting raises ``ConfigurationError``)."""
+        with self._lock:
+            if self._alerting is None:
+                self._alerting = alerting_for(self.host)
+            return self._alerting
+
+    @property
     def notifiers(self) -> list[Notifier]:
         with self._lock:
             if self._notifiers is None:
-                self._notifiers = notifiers_for(self.host)
+                alerting = self.alerting
+                if alerting.source == "environment":
+                    # No settings file: the only channel is $CRONWARDEN_WEBHOOK_URL, which the
+                    # plain pair delivers identically (same body, same log line).
+                    self._notifiers = notifiers_for(self.host)
+                else:
+                    self._notifiers = [alerting.router()]
             return self._notifiers
+
+    @property
+    def hooks(self) -> list[CheckHook]:
+        with self._lock:
+            if self._hooks is None:
+                self._hooks = self.alerting.watcher_hooks()
+            return self._hooks
 
     @property
     def watcher(self) -> Watcher:
@@ -129,7 +183,11 @@ class Composition:
         with self._lock:
             if self._watcher is None:
                 self._watcher = Watcher(
-                    self.jobs, self.store, self.provider.queue(), notifiers=self.notifiers
+                    self.jobs,
+                    self.store,
+                    self.provider.queue(),
+                    notifiers=self.notifiers,
+                    hooks=self.hooks,
                 )
             return self._watcher
 

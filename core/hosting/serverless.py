@@ -10,13 +10,47 @@ delivery reaches the core ``Worker`` and its verdict the platform.
 from __future__ import annotations
 
 import abc
+from typing import TypeVar
 
+from ..errors import ConfigurationError
 from ..ports import Queue
+from ..trigger import Worker
 from .root import Composition
+
+Q = TypeVar("Q", bound=Queue)
 
 
 class HostedRuntime(Composition, abc.ABC):
-    """What a host's functions share; built lazily, once per instance, thread-safe."""
+    """What a host's functions share; built lazily, once per instance, thread-safe.
+
+    ``in_progress_retries``: the host's platform redelivers a message whose run is still going
+    (a push endpoint): its worker answers an in-progress run with a retry, not a postponement
+    (see :func:`cronwarden.settlement.verdict_for`).
+    """
+
+    in_progress_retries: bool = False
+    _host_worker: Worker | None = None
+
+    def queue_of(self, kind: type[Q], what: str, provider: str) -> Q:
+        """The provider's queue, checked to be ``kind`` (``what`` names the functions that
+        need it in the error, ``provider`` the value of the provider setting they need)."""
+        queue = self.provider.queue()
+        if not isinstance(queue, kind):
+            raise ConfigurationError(
+                f"{what} need the {provider} provider's {kind.__name__}, "
+                f"got {type(queue).__name__} (set CRONWARDEN_PROVIDER={provider})"
+            )
+        return queue
+
+    @property
+    def worker(self) -> Worker:
+        """The core worker (decides only; the host applies its verdicts)."""
+        with self._lock:
+            if self._host_worker is None:
+                self._host_worker = Worker(
+                    self.engine, in_progress_retries=self.in_progress_retries
+                )
+            return self._host_worker
 
     @abc.abstractmethod
     def run_queue(self) -> Queue:

@@ -18,8 +18,17 @@ from __future__ import annotations
 
 from .clock import FakeClock
 from .events import capture_events
+from .faults import Fault, FaultyStore
 from .queue import MemoryQueue
 from .run import run_once
 from .store import MemoryStore
 
-__all__ = ["FakeClock", "MemoryQueue", "MemoryStore", "capture_events", "run_once"]
+__all__ = [
+    "FakeClock",
+    "Fault",
+    "FaultyStore",
+    "MemoryQueue",
+    "MemoryStore",
+    "capture_events",
+    "run_once",
+]

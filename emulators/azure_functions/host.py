@@ -191,6 +191,17 @@ class LocalHost:
             self._queues[key] = queue
         return self._queues[key]
 
+    def check_connections(self) -> None:
+        """Raise RuntimeError naming the first Service Bus app setting that is missing."""
+        for _, spec in self.queue_triggers:
+            setting = str(spec["connection"])
+            if not (self.env.get(setting) or self.env.get(f"{setting}__fullyQualifiedNamespace")):
+                raise RuntimeError(
+                    f"app setting {setting} (a Service Bus connection string) or "
+                    f"{setting}__fullyQualifiedNamespace is not set; e.g. export {setting}="
+                    '"$CRONWARDEN_SERVICEBUS_CONNECTION" from `cronwarden emulators servicebus`'
+                )
+
     def actions_for(self, spec: Mapping[str, Any]) -> ReceiverActions:
         key = (str(spec["connection"]), str(spec["queueName"]))
         if key not in self.actions:
@@ -302,12 +313,23 @@ def main(argv: list[str] | None = None) -> None:
     from cronwarden.engine import EngineSettings
     from cronwarden.logs import configure
 
-    configure(stream=sys.stderr)
+    configure(stream=sys.stderr, root=True)  # the functions SDK's warnings too: JSON only
     settings = None
     if args.lease_margin is not None:
         settings = EngineSettings(lease_margin=timedelta(seconds=args.lease_margin))
-    app = build_app(load_module(args.jobs), settings=settings)
-    host = LocalHost(app)
+    from cronwarden.errors import CronwardenError
+
+    try:
+        app = build_app(load_module(args.jobs), settings=settings)
+    except CronwardenError as exc:
+        print(f"error: {redact(str(exc))}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        host = LocalHost(app)
+        host.check_connections()
+    except RuntimeError as exc:
+        print(f"error: {redact(str(exc))}", file=sys.stderr)
+        sys.exit(2)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -53,7 +53,9 @@ def azurite(port: int | None, blob: bool, blob_port: int | None, install_only: b
             f"azurite {pinned_version()} table on {emulator.table_endpoint}"
             + (f", blob on {emulator.blob_endpoint}" if emulator.blob_endpoint else "")
         )
-        click.echo(f"AZURE_STORAGE_CONNECTION_STRING={emulator.connection_string}")
+        # Quoted (the string holds ';'), then exported: both lines paste into a shell as they are.
+        click.echo(f"AZURE_STORAGE_CONNECTION_STRING='{emulator.connection_string}'")
+        click.echo("export AZURE_STORAGE_CONNECTION_STRING")
         click.echo("Ctrl-C to stop.", err=True)
         try:
             while not stop.wait(0.5):

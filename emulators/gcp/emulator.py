@@ -18,7 +18,7 @@ import urllib.request
 from types import TracebackType
 from typing import ClassVar, Self
 
-from .._process import LOOPBACK, EmulatorError, ManagedProcess, free_port
+from .._process import LOOPBACK, EmulatorError, ManagedProcess, ensure_port_free, free_port
 from ._sdk import emulator_launcher, missing_reason
 
 START_ATTEMPTS = 3  #: a free port can be taken between choosing and binding it; retry
@@ -92,6 +92,8 @@ class GcpEmulator:
         log_dir = self._log_dir or tempfile.mkdtemp(prefix=f"cw-{self.which}-emulator-")
         os.makedirs(log_dir, exist_ok=True)
         last: EmulatorError | None = None
+        if self._fixed_port:
+            ensure_port_free(f"{self.which} emulator", self.port)
         for _ in range(1 if self._fixed_port else START_ATTEMPTS):
             port = self.port if self._fixed_port else free_port(LOOPBACK)
             process = ManagedProcess(

@@ -16,6 +16,8 @@ from types import FrameType
 
 import click
 
+from .._process import port_holder as _port_holder
+from .._process import port_open as _port_open
 from .admin import AdminServer
 from .auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasValidator
 from .config import ConfigError, load_config
@@ -105,6 +107,13 @@ def servicebus(
     server = EmulatorServer(
         config, host=host, port=port, max_message_size=max_message_size, sas=sas
     )
+    for wanted in (port, admin_port):
+        if wanted and _port_open(host, wanted):
+            holder = _port_holder(wanted) or "another process"
+            raise click.ClickException(
+                f"port {wanted} on {host} is already taken by {holder}; "
+                "stop it or choose another --port (0 picks a free one)"
+            )
     try:
         server.start()
         admin = AdminServer(server, host, admin_port).start()
@@ -124,6 +133,8 @@ def servicebus(
         f"servicebus emulator ready: amqp={host}:{server.port} admin={admin.url} "
         f"queues={queues} connection_string={connection_string(host, server.port, key_name, key)}"
     )
+    conn = connection_string(host, server.port, key_name, key)
+    click.echo(f"export CRONWARDEN_SERVICEBUS_CONNECTION='{conn}'")
     sys.stdout.flush()
     while not done.wait(0.5):
         pass

@@ -185,13 +185,16 @@ def default_config() -> EmulatorConfig:
     """What runs without a file: a few queues with production defaults, one per common need.
 
     ``queue.1``/``queue.2`` mirror the official emulator's sample; ``cronwarden`` is the queue
-    the Azure adapter uses by default; ``dlq-on-expiry`` dead-letters expired messages;
+    the Azure adapter used by default before; ``cronwarden-runs`` is its default now (with
+    duplicate detection, as deployed); ``dlq-on-expiry`` dead-letters expired messages;
     ``dedup`` has duplicate detection on.
     """
     queues = [
         QueueConfig("queue.1"),
         QueueConfig("queue.2"),
         QueueConfig("cronwarden"),
+        # the Azure adapter's default queue, with duplicate detection like the deployed one
+        QueueConfig("cronwarden-runs", requires_duplicate_detection=True),
         QueueConfig("dlq-on-expiry", dead_lettering_on_expiration=True),
         QueueConfig("dedup", requires_duplicate_detection=True),
     ]

@@ -18,7 +18,18 @@ import traceback
 from datetime import UTC, datetime
 from typing import Any
 
-from . import brokers, coldstart, costs, goals, latency, ledger, liveness, machine, report
+from . import (
+    brokers,
+    coldstart,
+    costs,
+    goals,
+    latency,
+    ledger,
+    liveness,
+    machine,
+    powertools,
+    report,
+)
 from .emulators import STORES, Emulators
 
 NOTES = [
@@ -39,7 +50,16 @@ NOTES = [
     " (same process); the fresh-process totals with and without it are context (noisier).",
 ]
 
-SECTIONS = ("coldstart", "costs", "ledger", "latency", "liveness", "brokers")
+SECTIONS = (
+    "coldstart",
+    "costs",
+    "ledger",
+    "latency",
+    "liveness",
+    "brokers",
+    "dashboard",
+    "powertools",
+)
 PROVIDERS = ("local", "gcp", "azure")
 
 
@@ -58,6 +78,10 @@ def _run(emulators: Emulators, section: str, stores: list[str], quick: bool) -> 
     if section == "liveness":
         sizes = (10, 100, 1_000) if quick else liveness.SIZES
         return liveness.measure(emulators, stores, sizes, repeats=2 if quick else liveness.REPEATS)
+    if section == "dashboard":
+        from . import dashboard
+
+        return dashboard.measure((100, 1_000) if quick else dashboard.SIZES, 2 if quick else 5)
     if section == "brokers":
         return brokers.measure(
             emulators,
@@ -65,6 +89,10 @@ def _run(emulators: Emulators, section: str, stores: list[str], quick: bool) -> 
             messages=200 if quick else brokers.MESSAGES,
             repeats=1 if quick else brokers.REPEATS,
         )
+    if section == "powertools":
+        if quick:
+            return powertools.measure(emulators, stores, runs=10, items=60, repeats=2)
+        return powertools.measure(emulators, stores)
     raise ValueError(section)
 
 

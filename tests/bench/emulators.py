@@ -19,7 +19,7 @@ from typing import Any
 
 from cronwarden.ports import Store
 
-STORES = ("sqlite", "firestore", "table", "postgres")
+STORES = ("sqlite", "firestore", "table", "dynamodb", "postgres")
 
 
 class Unavailable(RuntimeError):
@@ -35,6 +35,7 @@ class Emulators:
         self._pubsub: Any = None
         self._azurite: Any = None
         self._servicebus: Any = None
+        self._moto: Any = None
         self._postgres: Any = None
         self.startup_s: dict[str, float] = {}
         self._closers: list[Callable[[], None]] = []
@@ -110,6 +111,21 @@ class Emulators:
             )
         return self._servicebus
 
+    def moto(self) -> Any:
+        if self._moto is None:
+            try:
+                import boto3  # noqa: F401
+                import moto.server  # noqa: F401
+            except ImportError as exc:
+                raise Unavailable(f"boto3 / moto[server] missing: {exc}") from None
+            from cronwarden.emulators.aws import MotoServer
+
+            self._moto = self._started("moto", lambda: MotoServer().start(), lambda m: m.stop())
+            for name, value in self._moto.env().items():
+                if name.startswith("AWS_"):
+                    os.environ.setdefault(name, value)
+        return self._moto
+
     def postgres(self) -> Any:
         """A private PostgreSQL server (``.dsn``), or ``$CRONWARDEN_TEST_POSTGRES_DSN``'s."""
         if self._postgres is None:
@@ -157,6 +173,10 @@ class Emulators:
             store = TableStore.from_connection_string(
                 azurite.connection_string, azurite.new_table()
             )
+        elif name == "dynamodb":
+            from cronwarden.adapters.aws import DynamoStore
+
+            store = DynamoStore.from_settings(self.moto().settings())
         elif name == "postgres":
             from cronwarden.adapters.postgres import PostgresStore
 

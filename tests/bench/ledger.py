@@ -27,8 +27,8 @@ from cronwarden.engine import OutcomeKind
 from .emulators import Emulators
 from .stats import summary
 
-ITEMS = {"sqlite": 2000, "firestore": 500, "table": 500, "postgres": 2000}
-PER_ITEM = {"sqlite": 500, "firestore": 150, "table": 150, "postgres": 500}
+ITEMS = {"sqlite": 2000, "firestore": 500, "table": 500, "dynamodb": 500, "postgres": 2000}
+PER_ITEM = {"sqlite": 500, "firestore": 150, "table": 150, "dynamodb": 150, "postgres": 500}
 REPEATS = 5
 
 
@@ -144,6 +144,42 @@ class _Table(_Native):
         self.table.update_entity(self._entity(job, key, data), mode=UpdateMode.MERGE)
 
 
+class _Dynamo(_Native):
+    """DynamoDB: a commit is one TransactWriteItems of puts; create is a conditional put."""
+
+    def __init__(self, store: Any) -> None:
+        self.db, self.table = store._db, store.table
+
+    def _item(self, job: str, key: str, data: dict[str, Any]) -> dict[str, Any]:
+        from cronwarden.adapters.aws.store import encode
+
+        item = {"pk": {"S": f"raw-{job}"}, "sk": {"S": f"item#{key}"}}
+        item.update({f"f.{k}": encode(v) for k, v in data.items()})
+        return item
+
+    def batch(self, job: str, ops: list[tuple[str, dict[str, Any]]]) -> None:
+        if ops:
+            self.db.transact_write_items(
+                TransactItems=[
+                    {"Put": {"TableName": self.table, "Item": self._item(job, k, d)}}
+                    for k, d in ops
+                ]
+            )
+
+    def create(self, job: str, key: str, data: dict[str, Any]) -> None:
+        self.db.put_item(
+            TableName=self.table,
+            Item=self._item(job, key, data),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+
+    def update(self, job: str, key: str, data: dict[str, Any]) -> None:
+        self.db.put_item(TableName=self.table, Item=self._item(job, key, data))
+
+    def close(self) -> None:
+        pass
+
+
 class _Postgres(_Native):
     """psycopg on its own connection: a batch is one transaction of one ``executemany`` (sent
     in pipeline mode), create / update one autocommit statement each."""
@@ -183,6 +219,8 @@ class _Postgres(_Native):
 
 
 def _native(name: str, store: Any, workdir: str) -> _Native:
+    if name == "dynamodb":
+        return _Dynamo(store)
     if name == "sqlite":
         return _SQLite(store._db.path)
     if name == "postgres":

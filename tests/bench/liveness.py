@@ -63,6 +63,9 @@ def _seed(name: str, store: Store, first: int, last: int, now: datetime) -> None
     if name in ("sqlite", "postgres"):
         for j in jobs:
             store.commit([Merge(Key(STATUS, j), _status(j, now))])
+    elif name == "dynamodb":
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda j: store.commit([Merge(Key(STATUS, j), _status(j, now))]), jobs))
     elif name == "firestore":
         from cronwarden.adapters.gcp._codec import encode
 

@@ -65,10 +65,69 @@ def render(results: dict[str, Any]) -> str:
     out += _cold(results.get("coldstart"))
     out += _liveness(results.get("liveness"))
     out += _brokers(results.get("brokers"))
+    out += _dashboard(results.get("dashboard"))
+    out += _powertools(results.get("powertools"))
     notes = results.get("notes") or []
     if notes:
         out += ["## Notes", ""] + [f"- {n}" for n in notes] + [""]
     return "\n".join(out)
+
+
+def _powertools(section: Any) -> list[str]:
+    """AWS Powertools idempotency beside cronwarden on the same DynamoDB table."""
+    row = (section or {}).get("dynamodb")
+    if not section or _err(section) or not row:
+        return (
+            ["## AWS Powertools side by side", "", _err(section) or "not measured", ""]
+            if (section)
+            else []
+        )
+    out = [
+        "## AWS Powertools side by side (DynamoDB on moto, same table, same run)",
+        "",
+        "Per run: `@idempotent` on a Lambda handler keyed on the window against the same handler "
+        "run by cronwarden (claim, run, completion); per item: `@idempotent_function` per item "
+        "against one run iterating `ctx.items()`. DynamoDB calls are counted on the clients.",
+        "",
+    ]
+    rows = [
+        [
+            kind,
+            fmt_spread(v["powertools_ms"], digits=1),
+            fmt_spread(v["cronwarden_ms"], digits=1),
+            f"{v['powertools_calls']} / {v['cronwarden_calls']}",
+            fmt_spread(v["time_ratio"], digits=2),
+        ]
+        for kind, v in row["per_run"].items()
+    ]
+    out += _table(
+        ["delivery", "Powertools ms", "cronwarden ms", "calls (PT / cw)", "time PT / cw"], rows
+    )
+    item = row["per_item"]
+    out += [
+        "",
+        *_table(
+            [
+                "items",
+                "Powertools items/s",
+                "cronwarden items/s",
+                "calls/item (PT / cw)",
+                "cw / PT",
+            ],
+            [
+                [
+                    str(item["items"]),
+                    fmt_spread(item["powertools_items_per_s"], digits=0),
+                    fmt_spread(item["cronwarden_items_per_s"], digits=0),
+                    f"{item['powertools_calls_per_item']:.2f} / "
+                    f"{item['cronwarden_calls_per_item']:.3f}",
+                    fmt_spread(item["rate_ratio"], digits=2),
+                ]
+            ],
+        ),
+        "",
+    ]
+    return out
 
 
 def _costs(section: Any) -> list[str]:
@@ -295,3 +354,9 @@ def _brokers(section: Any) -> list[str]:
     return out + _table(
         ["broker", "batch", "send / publish", "receive + complete / ack", "end to end"], rows
     )
+
+
+def _dashboard(section: Any) -> list[str]:
+    from .dashboard import render
+
+    return render(section)

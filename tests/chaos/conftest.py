@@ -46,6 +46,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         pytest.param("local"),
         pytest.param("gcp", marks=pytest.mark.gcp),
         pytest.param("azure", marks=pytest.mark.azure),
+        pytest.param("aws", marks=pytest.mark.aws),
         pytest.param("postgres", marks=pytest.mark.postgres),
     ]
 )
@@ -63,6 +64,8 @@ def stack(request: pytest.FixtureRequest) -> Stack:
             "azurite": request.getfixturevalue("azurite"),
             "servicebus": request.getfixturevalue("servicebus_emulator"),
         }
+    elif name == "aws":
+        emulators = {"moto": request.getfixturevalue("moto_server")}
     elif name == "postgres":
         emulators = {"postgres": request.getfixturevalue("postgres_server")}
     return Stack(name, emulators)

@@ -5,6 +5,8 @@ test process and in every chaos worker process), fresh namespaces per trial, and
 * ``gcp``: Firestore + Pub/Sub on the official emulators, a fresh project id per trial.
 * ``azure``: Table Storage on Azurite (a fresh table) + Service Bus on cronwarden's emulator
   (a fresh queue) per trial.
+* ``aws``: DynamoDB + SQS on one moto server, a fresh table and queues per trial. moto serves
+  both, so an outage of either part freezes both.
 * ``postgres``: the Postgres store + queue on the session's PostgreSQL server, a fresh schema
   per trial; an outage (store or broker: one server holds both) freezes every server process.
 
@@ -32,7 +34,7 @@ from typing import Any
 
 from cronwarden.ports import Queue, Store
 
-PROVIDERS = ("local", "gcp", "azure", "postgres")
+PROVIDERS = ("local", "gcp", "azure", "aws", "postgres")
 
 
 def build(spec: dict[str, Any]) -> tuple[Store, Queue]:
@@ -71,6 +73,19 @@ def build(spec: dict[str, Any]) -> tuple[Store, Queue]:
             spec["servicebus"], spec["queue"], max_deliveries=spec["max_deliveries"]
         )
         return store, sbq
+    if kind == "aws":
+        from cronwarden.adapters.aws import AwsSettings, DynamoStore, SqsQueue
+
+        settings = AwsSettings(
+            endpoint_url=spec["endpoint"],
+            table=spec["table"],
+            queue=spec["queue"],
+            max_receive_count=spec["max_deliveries"],
+            create_missing=True,
+            read_timeout=10.0,
+            max_attempts=2,
+        )
+        return DynamoStore.from_settings(settings), SqsQueue.from_settings(settings)
     if kind == "postgres":
         from cronwarden.adapters.postgres import PostgresQueue, PostgresSettings, PostgresStore
 
@@ -113,6 +128,15 @@ class Stack:
                 "pubsub": self.emulators["pubsub"].address,
                 "max_deliveries": max(5, max_deliveries),
             }
+        if self.name == "aws":
+            suffix = uuid.uuid4().hex[:10]
+            return {
+                "kind": "aws",
+                "endpoint": self.emulators["moto"].endpoint,
+                "table": f"cw-chaos-{suffix}",
+                "queue": f"cw-chaos-{suffix}",
+                "max_deliveries": max_deliveries,
+            }
         if self.name == "postgres":
             return {
                 "kind": "postgres",
@@ -152,6 +176,8 @@ class Stack:
         if self.name == "gcp":
             emulator = self.emulators["firestore" if part == "store" else "pubsub"]
             return [emulator.pid]
+        if self.name == "aws":
+            return [self.emulators["moto"].pid]
         if part == "store":
             return list(self.emulators["azurite"].pids)
         return [self.emulators["servicebus"].pid]

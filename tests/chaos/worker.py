@@ -5,7 +5,10 @@
 
 Environment: ``CW_CHAOS_SKEW`` (seconds added to the engine's clock), ``CW_CHAOS_MARGIN`` (lease
 margin, seconds; default 60, the engine's default), ``CW_CHAOS_CRASH`` (``before_claim`` here;
-the item points in ``jobs.py``). Stops on SIGTERM. JSON log lines go to stderr.
+the item points in ``jobs.py``), ``CW_CHAOS_LEDGER_FAULT`` (``unavailable`` / ``unknown``: the
+ledger's batch commits fail that way ``CW_CHAOS_FAULT_TIMES`` times, see :func:`ledger_faults`),
+``CW_CHAOS_STORE_RETRY`` (the engine's ``store_retry_for``). Stops on SIGTERM. JSON log lines go
+to stderr.
 """
 
 from __future__ import annotations
@@ -21,12 +24,32 @@ from typing import Any
 
 from cronwarden import Engine, EngineSettings, JobSet, Worker
 from cronwarden.logs import configure
-from cronwarden.ports import RUN, Create, Op
+from cronwarden.ports import ITEM, RUN, Create, Merge, Op, Store
 from cronwarden.redaction import register_secret
+from cronwarden.testing.faults import UNAVAILABLE, UNKNOWN, Fault, FaultyStore
 
 from . import jobs
 from .history import RecordingStore
 from .stacks import build
+
+
+def _ledger_batch(operation: str, ops: list[Op]) -> bool:
+    """A ``ctx.items()`` batch commit (it marks items pending)."""
+    return operation == "commit" and any(
+        isinstance(op, Merge) and op.key.kind == ITEM and op.fields.get("state") == "pending"
+        for op in ops
+    )
+
+
+def ledger_faults(kind: str, times: int) -> list[Fault]:
+    """``unavailable``: batch commits refused before applying; ``unknown``: batch commits that
+    land but report an error, then ones that do not land and report the same error."""
+    if kind == UNAVAILABLE:
+        return [Fault(UNAVAILABLE, match=_ledger_batch, times=times)]
+    return [
+        Fault(UNKNOWN, after=True, match=_ledger_batch, times=times),
+        Fault(UNKNOWN, after=False, match=_ledger_batch, times=times),
+    ]
 
 
 def main() -> None:
@@ -58,11 +81,18 @@ def main() -> None:
         return versions
 
     store.commit = commit_then_maybe_crash  # type: ignore[method-assign]
+    engine_store: Store = store  # faults outside the recorder: it sees what really landed
+    fault = os.environ.get("CW_CHAOS_LEDGER_FAULT")
+    if fault:
+        times = int(os.environ.get("CW_CHAOS_FAULT_TIMES", "3"))
+        engine_store = FaultyStore(store, ledger_faults(fault, times))
     offset = timedelta(seconds=skew)
     settings = EngineSettings(
-        lease_margin=timedelta(seconds=margin), clock=lambda: datetime.now(UTC) + offset
+        lease_margin=timedelta(seconds=margin),
+        clock=lambda: datetime.now(UTC) + offset,
+        store_retry_for=float(os.environ.get("CW_CHAOS_STORE_RETRY", "30")),
     )
-    engine = Engine(JobSet.from_module(jobs), store, settings)
+    engine = Engine(JobSet.from_module(jobs), engine_store, settings)
     worker = Worker(engine, queue)
     stop = threading.Event()
 

@@ -5,8 +5,9 @@ the test tools, and ships its own fork of the ``hcl2`` module, so it gets a sess
 and by ``tests/deploy/test_checkov.py`` when ``$CRONWARDEN_CHECKOV`` or ``checkov`` is found.
 
 Each case must pass with no failed check and no parse error; each deliberately broken copy
-(a subscription without dead_letter_policy, a queue that drops expired messages) must fail
-with the expected cronwarden policy. Prints a closing ``N passed, N failed`` line; exit 1 on
+(a subscription without dead_letter_policy, a queue that drops expired messages, an SQS run
+queue without a redrive policy, a dead-letter queue keeping messages 4 days) must fail with the
+expected cronwarden policy. Prints a closing ``N passed, N failed`` line; exit 1 on
 any failure.
 """
 
@@ -30,6 +31,10 @@ CASES = {
     "azure-nightly": ("azure", "nightly_export.py", None),
     "gcp-quarter-hourly-azure-watcher": ("gcp", "quarter_hourly.py", "azure"),
     "azure-quarter-hourly-gcp-watcher": ("azure", "quarter_hourly.py", "gcp"),
+    "aws-nightly": ("aws", "nightly_export.py", None),
+    "aws-quarter-hourly-gcp-watcher": ("aws", "quarter_hourly.py", "gcp"),
+    "aws-quarter-hourly-azure-watcher": ("aws", "quarter_hourly.py", "azure"),
+    "aws-long-jobs-ecs": ("aws", "long_jobs.py", None),
 }
 GCP_WORKER = {"gcp-nightly-pull": "pull"}
 
@@ -60,11 +65,50 @@ def _drops_expired_messages(root: Path) -> None:
     )
 
 
+def _sqs_without_redrive(root: Path) -> None:
+    """The run queue loses its redrive policy (and what referenced it)."""
+    queue = root / "modules/aws/queue/main.tf"
+    text = queue.read_text()
+    start = text.index('resource "aws_sqs_queue_redrive_policy" "runs"')
+    end = text.index("\n}\n", start) + 3
+    queue.write_text(text[:start] + text[end:])
+    _edit(queue, "  depends_on = [aws_sqs_queue_redrive_policy.runs]\n", "")
+
+
+def _dead_letters_kept_4_days(root: Path) -> None:
+    _edit(
+        root / "modules/aws/schedules/main.tf",
+        "message_retention_seconds = 1209600",
+        "message_retention_seconds = 345600",
+    )
+
+
 #: broken case => (base case, edit, cronwarden policy that must fail)
 BROKEN: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "gcp-without-dead-letter-policy": ("gcp-quarter-hourly", _no_dead_letter_policy, "CKV2_CW_1"),
     "azure-queue-drops-expired": ("azure-nightly", _drops_expired_messages, "CKV2_CW_3"),
+    "aws-queue-without-redrive": ("aws-nightly", _sqs_without_redrive, "CKV2_CW_5"),
+    "aws-dead-letters-kept-4-days": ("aws-nightly", _dead_letters_kept_4_days, "CKV2_CW_7"),
 }
+
+
+LONG_JOBS = (
+    "import cronwarden\n\n\n"
+    "@cronwarden.job('long-export', cron='0 3 * * *', max_runtime='2h')\n"
+    "def long_export(ctx):\n"
+    "    pass\n"
+)
+
+
+def _example(work: Path, module: str) -> Path:
+    """An example module; ``long_jobs.py`` (runs longer than Lambda allows: the ECS pull
+    worker) is written into ``work``."""
+    if module != "long_jobs.py":
+        return EXAMPLES / module
+    path = work / "jobs" / module
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(LONG_JOBS)
+    return path
 
 
 def run(work: Path) -> list[str]:
@@ -74,7 +118,7 @@ def run(work: Path) -> list[str]:
     for name, (provider, module, watcher) in CASES.items():
         roots[name] = render(
             provider,
-            str(EXAMPLES / module),
+            str(_example(work, module)),
             work / name,
             watcher_provider=watcher,
             gcp_worker=GCP_WORKER.get(name),

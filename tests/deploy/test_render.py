@@ -231,10 +231,10 @@ def test_refuses_reserved_module_names(tmp_path: Path) -> None:
 
 def test_refuses_unknown_providers_and_bad_names(tmp_path: Path) -> None:
     target = str(EXAMPLES / "quarter_hourly.py")
-    with pytest.raises(ConfigurationError, match="unknown provider 'aws'"):
-        render("aws", target, tmp_path / "a")
+    with pytest.raises(ConfigurationError, match="unknown provider 'nimbus'"):
+        render("nimbus", target, tmp_path / "a")
     with pytest.raises(ConfigurationError, match="unknown watcher provider"):
-        render("gcp", target, tmp_path / "b", watcher_provider="aws")
+        render("gcp", target, tmp_path / "b", watcher_provider="nimbus")
     with pytest.raises(ConfigurationError, match="--name"):
         render("gcp", target, tmp_path / "c", prefix="Bad_Name")
 

@@ -17,7 +17,7 @@ from .conftest import EXAMPLES
 
 
 def test_builtin_clouds_resolve_to_their_adapters_renderers() -> None:
-    assert renderers.builtin_names() == ("gcp", "azure")
+    assert renderers.builtin_names() == ("gcp", "azure", "aws")
     for name in renderers.builtin_names():
         renderer = renderers.get(name)
         assert renderer.name == name
@@ -26,8 +26,10 @@ def test_builtin_clouds_resolve_to_their_adapters_renderers() -> None:
 
 
 def test_unknown_provider_names_the_choices() -> None:
-    with pytest.raises(ConfigurationError, match=r"unknown provider 'aws'; choose gcp or azure"):
-        renderers.get("aws")
+    with pytest.raises(
+        ConfigurationError, match=r"unknown provider 'nimbus'; choose gcp or azure or aws"
+    ):
+        renderers.get("nimbus")
 
 
 def test_a_registered_cloud_is_found_and_planned_for(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,7 +53,7 @@ def test_a_registered_cloud_is_found_and_planned_for(monkeypatch: pytest.MonkeyP
     with pytest.raises(InvalidJobDefinition, match="unknown provider 'fakecloud'"):
         plan(_jobs(), ["fakecloud"])
     renderers.register("fakecloud", fake)
-    assert renderers.names() == ("gcp", "azure", "fakecloud")
+    assert renderers.names() == ("gcp", "azure", "aws", "fakecloud")
     the_plan = plan(_jobs(), ["fakecloud"])
     files = renderers.get("fakecloud").root(
         renderers.RootOptions(prefix="cw", plan=the_plan, watcher_here=True)

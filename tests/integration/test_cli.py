@@ -59,7 +59,7 @@ def test_run_once_executes_the_example_and_sends_each_mail_once(tmp_path: Path) 
     [
         (["run", "--jobs", "no/such/file.py", "--once"], "does not exist"),
         (["run", "--jobs", "no_such_module_xyz", "--once"], "cannot import job module"),
-        (["status", "--jobs", EXAMPLE, "--provider", "aws"], "unknown provider 'aws'"),
+        (["status", "--jobs", EXAMPLE, "--provider", "nimbus"], "unknown provider 'nimbus'"),
         (["history", "--jobs", EXAMPLE, "nope"], "unknown job 'nope'"),
         (["trigger", "--jobs", EXAMPLE, "nightly-export", "--window", "soon"], "not an ISO time"),
         (["dlq", "show", "missing-id"], "no dead letter"),
@@ -99,7 +99,8 @@ def test_poison_job_check_fails_then_dlq_list_and_redrive(tmp_path: Path) -> Non
         "        raise RuntimeError('AccountKey=c2VjcmV0a2V5MTIzNDU2Nzg5MA== rejected')\n"
     )
     run = cw(tmp_path, "trigger", "--jobs", str(jobs), "poison")
-    assert run.returncode == 0, run.stderr
+    # [operator] exit-status contract: a dead-lettered run the command waited for exits 1
+    assert run.returncode == 1, run.stderr
     assert "c2VjcmV0a2V5MTIzNDU2Nzg5MA" not in run.stderr + run.stdout
     check = cw(tmp_path, "check", "--jobs", str(jobs))
     assert check.returncode == 1

@@ -1,6 +1,7 @@
 """What each official azure-servicebus 7.15.0 queue sample does, written here through the public
-SDK against the emulator (our code, not the samples'; the samples themselves need the network
-to fetch). One test per sample family, sync and async where the sample has both:
+SDK against the emulator (our code, not the samples'; the samples themselves run in
+``test_official_samples.py``, fetched from the SDK's sdist). One test per sample family, sync and
+async where the sample has both:
 
     authenticate_* / generate_sas_token_*       test_credentials_*
     client_identity_authentication              test_token_credentials_need_accept_any_key
@@ -16,8 +17,9 @@ to fetch). One test per sample family, sync and async where the sample has both:
                                                 concurrency tests in test_fidelity.py)
     failure_and_recovery                        test_send_batches_with_retries_then_iterate
 
-Not here, with the reason: proxy and connection_to_custom_endpoint_address (AMQP over WebSockets
-is not supported by the emulator); sample_code_servicebus (topics and sessions).
+Not here, with the reason: proxy and connection_to_custom_endpoint_address (AMQP over
+WebSockets: see test_fidelity.py and test_official_samples.py); sample_code_servicebus (topics
+and sessions).
 """
 
 from __future__ import annotations

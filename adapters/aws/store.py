@@ -1,0 +1,493 @@
+"""DynamoDB implementation of the :class:`~cronwarden.ports.Store` port.
+
+Layout: one table. Partition key ``pk`` = the job name, sort key ``sk`` = ``<kind>#<id>``, so
+every record of a job lives in one item collection and a commit (one job, by the port's rule)
+is one ``TransactWriteItems`` call: atomic, at most 100 distinct items (:attr:`max_commit_ops`).
+A global secondary index ``by-kind`` (hash ``k`` = kind, range ``jk`` = ``<job>#<id>``) serves
+queries across jobs (the watcher's one query of every status record; eventually consistent,
+as GSIs are).
+
+Item attributes: ``pk``, ``sk``, ``k``, ``jk``, ``v`` (the version: a random token written by
+every put or update, so versions never repeat while a key exists), ``ttl`` (epoch seconds
+derived from the record's ``expire_at``: the table's TTL attribute), and one attribute per data
+field, named ``f.<field>``. An ``int`` field is a DynamoDB number (so ``ADD`` can increment
+it); every other value is its JSON text (exact round trips of floats, bools, ``None``, lists,
+maps and very large integers).
+
+Operations (each op of a commit is one transaction item):
+
+* ``Create`` → ``Put`` with ``attribute_not_exists(pk)``; refused → ``CommitConflict("exists")``.
+* ``Update`` → ``Put`` (replace) with ``v = <version>``; ``Delete`` → ``Delete`` with the same
+  condition; refused → ``CommitConflict("version")``.
+* ``Merge`` → ``Update`` without a condition: ``SET`` for fields, ``ADD`` for increments.
+  ``maximums`` need the current value (DynamoDB has no max in update expressions): the record
+  is read first (one extra round trip each, counted) and written with a condition on the version
+  read; when *that* condition fails (a concurrent writer), the commit is sent again with a fresh
+  read, at most :attr:`DynamoStore.merge_attempts` times. Nothing of a refused attempt applied.
+
+The failing op's index comes from the positional ``CancellationReasons`` of
+``TransactionCanceledException``. Transport failures map to ``StoreUnavailable`` (not applied)
+or ``CommitOutcomeUnknown`` (sent, then lost) — see :mod:`.errors`. botocore retries throttling
+and 5xx itself; a resent ``TransactWriteItems`` carries the same idempotency token, so a retry
+of a transaction that did apply returns success instead of a false conflict.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+import secrets
+import time
+from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime
+from typing import Any, TypeVar
+
+from cronwarden.errors import CommitConflict, StoreUnavailable
+from cronwarden.ports import (
+    Create,
+    Delete,
+    Key,
+    Merge,
+    Op,
+    Record,
+    Store,
+    StoreCapabilities,
+    Update,
+    Version,
+)
+
+from ._clients import client
+from .errors import error_code, store_error
+from .settings import AwsSettings
+
+INDEX = "by-kind"
+FIELD_PREFIX = "f."
+_SEP = "#"
+_TOP = "\U0010ffff"  #: sorts after every character: the inclusive upper bound of a prefix
+_NEVER = "never"  #: a version no write produces (stands for a foreign or missing version)
+_MAX_NUMBER = 10**38  #: DynamoDB numbers keep 38 significant digits; larger ints go as JSON
+_T = TypeVar("_T")
+
+
+class DynamoStore(Store):
+    """Records in one DynamoDB table (see the module docstring for the layout).
+
+    ``client`` is a boto3 DynamoDB client; :meth:`from_settings` builds one from
+    :class:`~.settings.AwsSettings` and creates the table when ``create_missing`` is set.
+    Thread-safe (boto3 clients are).
+    """
+
+    #: TransactWriteItems: 100 items; ADD increments in the write itself; no max in update
+    #: expressions, so a maximum reads the item first (one more round trip, counted)
+    capabilities = StoreCapabilities(
+        max_commit_ops=100, atomic_increment=True, atomic_maximum=False
+    )
+    merge_attempts = 30  #: tries of a commit whose read-then-write maximum keeps losing races
+    conflict_attempts = 8  #: tries of a transaction refused by a concurrent transaction
+
+    def __init__(self, dynamodb: Any, table: str) -> None:
+        super().__init__()
+        self._db = dynamodb
+        self.table = table
+        self._closed = False
+
+    @classmethod
+    def from_settings(cls, settings: AwsSettings) -> DynamoStore:
+        store = cls(client("dynamodb", settings), settings.table)
+        if settings.create_missing:
+            store.create_table()
+        return store
+
+    # -- table -----------------------------------------------------------------------------
+    def create_table(self) -> None:
+        """Create the table (on-demand capacity, the ``by-kind`` index, TTL on ``ttl``) unless it
+        exists; waits until it is active. Production tables come from Terraform."""
+        try:
+            self._db.create_table(**table_definition(self.table))
+        except Exception as exc:
+            if error_code(exc) != "ResourceInUseException":
+                raise
+        self._db.get_waiter("table_exists").wait(
+            TableName=self.table, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+        )
+        try:
+            self._db.update_time_to_live(
+                TableName=self.table,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"},
+            )
+        except Exception as exc:  # already enabled
+            if error_code(exc) != "ValidationException":
+                raise
+
+    def delete_table(self) -> None:
+        self._db.delete_table(TableName=self.table)
+
+    # -- reads -----------------------------------------------------------------------------
+    def _get(self, key: Key) -> Record | None:
+        item = self._read(key)
+        return None if item is None else _record(item)
+
+    def _read(self, key: Key) -> dict[str, Any] | None:
+        response = self._call(
+            lambda: self._db.get_item(TableName=self.table, Key=_key(key), ConsistentRead=True),
+            write=False,
+            what="GetItem",
+        )
+        item: dict[str, Any] | None = response.get("Item")
+        return item
+
+    def _query(
+        self,
+        kind: str,
+        job: str | None,
+        prefix: str,
+        start: str | None,
+        end: str | None,
+        limit: int | None,
+    ) -> list[Record]:
+        if limit is not None and limit <= 0:
+            return []
+
+        def wanted(record: Record) -> bool:
+            rid = record.key.id
+            return (
+                rid.startswith(prefix)
+                and (start is None or rid >= start)
+                and (end is None or rid < end)
+            )
+
+        found: list[Record] = []
+        if job is not None:
+            low = max(prefix, start or "")
+            high = prefix + _TOP if end is None else min(prefix + _TOP, end)
+            if low > high:
+                return []
+            request = {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+                "ExpressionAttributeValues": {
+                    ":pk": {"S": job},
+                    ":lo": {"S": kind + _SEP + low},
+                    ":hi": {"S": kind + _SEP + high},
+                },
+                "ConsistentRead": True,
+            }
+            for item in self._pages(request):
+                record = _record(item)
+                if wanted(record):
+                    found.append(record)
+                    if limit is not None and len(found) >= limit:
+                        break
+            return found
+        request = {
+            "TableName": self.table,
+            "IndexName": INDEX,
+            "KeyConditionExpression": "k = :k",
+            "ExpressionAttributeValues": {":k": {"S": kind}},
+        }
+        found = [r for r in map(_record, self._pages(request)) if wanted(r)]
+        found.sort(key=lambda r: (r.key.job, r.key.id))
+        return found if limit is None else found[:limit]
+
+    def _pages(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        first = True
+        while True:
+            if not first:
+                self._count()  # every further page is one more request
+            first = False
+            response = self._call(
+                functools.partial(self._db.query, **request), write=False, what="Query"
+            )
+            yield from response.get("Items", [])
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return
+            request = {**request, "ExclusiveStartKey": last}
+
+    # -- commits ---------------------------------------------------------------------------
+    def _commit(self, ops: list[Op]) -> list[Version]:
+        versions: list[Version] = [None if isinstance(op, Delete) else _new_version() for op in ops]
+        reads = {i for i, op in enumerate(ops) if isinstance(op, Merge) and op.maximums}
+        conflicts = 0
+        for attempt in range(self.merge_attempts):
+            items: list[dict[str, Any]] = []
+            for index, op in enumerate(ops):
+                current: dict[str, Any] | None = None
+                if index in reads:
+                    self._count()  # the read a maximum needs is a round trip of its own
+                    current = self._read(op.key) or {}
+                items.append(self._item(op, versions[index], current))
+            if attempt:
+                self._count()  # a resent transaction is one more round trip
+            try:
+                self._call(
+                    functools.partial(self._db.transact_write_items, TransactItems=items),
+                    write=True,
+                    what="TransactWriteItems",
+                )
+                return versions
+            except ValueError as exc:
+                # ADD refuses a field stored as null; the Merge contract counts null as 0:
+                # apply those increments against what is read, like a maximum.
+                bumps = {i for i, op in enumerate(ops) if isinstance(op, Merge) and op.increments}
+                if "incorrect data type" not in str(exc) or bumps <= reads:
+                    raise
+                reads |= bumps
+                continue
+            except _Cancelled as cancelled:
+                failed = cancelled.failed_index()
+                if failed is None:  # refused by a concurrent transaction: nothing applied
+                    conflicts += 1
+                    if conflicts >= self.conflict_attempts:
+                        raise StoreUnavailable(
+                            f"DynamoDB refused a commit on job {ops[0].key.job!r} "
+                            f"{conflicts} times (transaction conflicts); nothing was applied"
+                        ) from None
+                    _backoff(attempt)
+                    continue
+                if failed in reads:
+                    _backoff(attempt)
+                    continue
+                refused = ops[failed]
+                reason = "exists" if isinstance(refused, Create) else "version"
+                detail = f"{refused.key.kind} {refused.key.job}/{refused.key.id}"
+                raise CommitConflict(failed, reason, detail) from None
+        raise StoreUnavailable(
+            f"Merge maximums on job {ops[0].key.job!r} lost {self.merge_attempts} races in a "
+            "row; nothing was applied"
+        )
+
+    def _item(self, op: Op, version: Version, current: dict[str, Any] | None) -> dict[str, Any]:
+        """One ``TransactItems`` entry for ``op`` (``current``: the item read for maximums)."""
+        if isinstance(op, Create):
+            return {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": _full_item(op.key, op.data, version),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            }
+        if isinstance(op, Update):
+            return {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": _full_item(op.key, op.data, version),
+                    "ConditionExpression": "#v = :old",
+                    "ExpressionAttributeNames": {"#v": "v"},
+                    "ExpressionAttributeValues": {":old": {"S": _version_text(op.version)}},
+                }
+            }
+        if isinstance(op, Delete):
+            return {
+                "Delete": {
+                    "TableName": self.table,
+                    "Key": _key(op.key),
+                    "ConditionExpression": "#v = :old",
+                    "ExpressionAttributeNames": {"#v": "v"},
+                    "ExpressionAttributeValues": {":old": {"S": _version_text(op.version)}},
+                }
+            }
+        assert isinstance(op, Merge)
+        return {"Update": _merge_update(self.table, op, version, current)}
+
+    # -- plumbing --------------------------------------------------------------------------
+    def _call(self, action: Callable[[], _T], *, write: bool, what: str) -> _T:
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+        try:
+            return action()
+        except Exception as exc:
+            if error_code(exc) == "TransactionCanceledException":
+                raise _Cancelled(exc) from None
+            if error_code(exc) == "ValidationException":
+                raise ValueError(f"DynamoDB {what}: {exc}") from None
+            mapped = store_error(exc, write=write, what=what)
+            if mapped is None:
+                raise
+            raise mapped from None
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._db.close()
+
+
+class _Cancelled(Exception):
+    """``TransactionCanceledException`` with its positional ``CancellationReasons``."""
+
+    def __init__(self, exc: Exception) -> None:
+        super().__init__(str(exc))
+        response = getattr(exc, "response", None) or {}
+        self.reasons: list[dict[str, Any]] = list(response.get("CancellationReasons") or [])
+        if not self.reasons:  # some SDK paths leave them in the message only
+            self.reasons = _reasons_from_message(str(exc))
+
+    def failed_index(self) -> int | None:
+        """The first op whose condition failed, or None when no condition failed (a
+        concurrent transaction, throttling): the commit may be sent again as it is."""
+        codes = [str(r.get("Code") or "None") for r in self.reasons]
+        for index, code in enumerate(codes):
+            if code == "ConditionalCheckFailed":
+                return index
+        retryable = {"None", "TransactionConflict", "ThrottlingError"}
+        retryable |= {"ProvisionedThroughputExceeded"}
+        if all(code in retryable for code in codes) and codes:
+            return None
+        raise ValueError(f"DynamoDB refused the transaction: {', '.join(codes) or self}")
+
+
+def _reasons_from_message(message: str) -> list[dict[str, Any]]:
+    """``... cancellation reasons [None, ConditionalCheckFailed]`` → positional codes."""
+    start, end = message.rfind("["), message.rfind("]")
+    if start < 0 or end < start:
+        return []
+    return [{"Code": part.strip()} for part in message[start + 1 : end].split(",")]
+
+
+def table_definition(table: str) -> dict[str, Any]:
+    """``CreateTable`` arguments of the layout above (on-demand capacity)."""
+    return {
+        "TableName": table,
+        "AttributeDefinitions": [
+            {"AttributeName": name, "AttributeType": "S"} for name in ("pk", "sk", "k", "jk")
+        ],
+        "KeySchema": [
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": INDEX,
+                "KeySchema": [
+                    {"AttributeName": "k", "KeyType": "HASH"},
+                    {"AttributeName": "jk", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        ],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+
+
+def _new_version() -> str:
+    return secrets.token_hex(12)
+
+
+def _version_text(version: Version) -> str:
+    return version if isinstance(version, str) and version else _NEVER
+
+
+def _key(key: Key) -> dict[str, Any]:
+    return {"pk": {"S": key.job}, "sk": {"S": key.kind + _SEP + key.id}}
+
+
+def _index_attributes(key: Key) -> dict[str, Any]:
+    return {"k": {"S": key.kind}, "jk": {"S": key.job + _SEP + key.id}}
+
+
+def encode(value: Any) -> dict[str, Any]:
+    """A data value as a DynamoDB attribute value (ints as numbers, the rest as JSON text)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < _MAX_NUMBER:
+        return {"N": str(value)}
+    return {"S": json.dumps(value, ensure_ascii=False, separators=(",", ":"))}
+
+
+def decode(attribute: Mapping[str, Any]) -> Any:
+    if "N" in attribute:
+        text = str(attribute["N"])
+        return int(text) if text.lstrip("-").isdigit() else float(text)
+    return json.loads(attribute["S"])
+
+
+def _ttl(value: Any) -> dict[str, Any] | None:
+    """The TTL attribute for an ``expire_at`` value (ISO text or epoch seconds)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return {"N": str(int(value))}
+    if isinstance(value, str):
+        try:
+            return {"N": str(int(datetime.fromisoformat(value).timestamp()))}
+        except ValueError:
+            return None
+    return None
+
+
+def _full_item(key: Key, data: Mapping[str, Any], version: str) -> dict[str, Any]:
+    item = {**_key(key), **_index_attributes(key), "v": {"S": version}}
+    for name, value in data.items():
+        item[FIELD_PREFIX + name] = encode(value)
+    ttl = _ttl(data.get("expire_at"))
+    if ttl is not None:
+        item["ttl"] = ttl
+    return item
+
+
+def _merge_update(
+    table: str, op: Merge, version: str, current: dict[str, Any] | None
+) -> dict[str, Any]:
+    names: dict[str, str] = {"#v": "v", "#k": "k", "#jk": "jk"}
+    values: dict[str, Any] = {":v": {"S": version}}
+    sets = ["#v = :v", "#k = :k", "#jk = :jk"]
+    values.update({":k": {"S": op.key.kind}, ":jk": {"S": op.key.job + _SEP + op.key.id}})
+    adds: list[str] = []
+    fields = dict(op.fields)
+    read = current is not None  # {}: read, and absent
+    existing = _data(current) if current else {}
+    for name, floor in op.maximums.items():
+        value = existing.get(name)
+        fields[name] = floor if not isinstance(value, int) else max(value, floor)
+    increments = dict(op.increments)
+    if read:  # applied against what was read (null or missing count as 0)
+        for name, amount in increments.items():
+            value = existing.get(name)
+            fields[name] = (value if isinstance(value, int) else 0) + amount
+        increments = {}
+    for n, (name, value) in enumerate(fields.items()):
+        names[f"#f{n}"] = FIELD_PREFIX + name
+        values[f":f{n}"] = encode(value)
+        sets.append(f"#f{n} = :f{n}")
+    for n, (name, amount) in enumerate(increments.items()):
+        names[f"#i{n}"] = FIELD_PREFIX + name
+        values[f":i{n}"] = {"N": str(int(amount))}
+        adds.append(f"#i{n} :i{n}")
+    ttl = _ttl(fields.get("expire_at"))
+    if ttl is not None:
+        values[":ttl"] = ttl
+        sets.append("#ttl = :ttl")
+        names["#ttl"] = "ttl"
+    update: dict[str, Any] = {
+        "TableName": table,
+        "Key": _key(op.key),
+        "UpdateExpression": "SET " + ", ".join(sets) + (" ADD " + ", ".join(adds) if adds else ""),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+    if read:  # written against what was read: a concurrent writer fails (and retries) it
+        if not current:
+            update["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            update["ConditionExpression"] = "#v = :old"
+            values[":old"] = current["v"]
+    return update
+
+
+def _data(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        name[len(FIELD_PREFIX) :]: decode(value)
+        for name, value in item.items()
+        if name.startswith(FIELD_PREFIX)
+    }
+
+
+def _record(item: Mapping[str, Any]) -> Record:
+    kind, _, record_id = str(item["sk"]["S"]).partition(_SEP)
+    key = Key(kind, str(item["pk"]["S"]), record_id)
+    return Record(key, _data(item), str(item["v"]["S"]))
+
+
+def _backoff(attempt: int) -> None:
+    """Jittered pause before resending a refused transaction (not synchronisation)."""
+    time.sleep(random.uniform(0, min(0.5, 0.01 * 2**attempt)))
+
+
+__all__ = ["INDEX", "DynamoStore", "decode", "encode", "table_definition"]

@@ -1,0 +1,136 @@
+"""The dashboard's overview at 1,000 and 10,000 jobs on the local store (SQLite), and page
+weights. ``python -m tests.bench.dashboard`` runs it alone.
+
+Timed through the ASGI app in process (Starlette's test client, no socket): the watcher's one
+status query, the evaluation of every job, and the JSON encoding (``/api/overview``) or the
+Jinja2 rendering (``/``) of every row. Weights are the bytes of each page as served
+(uncompressed) for the seeded fixture of the dashboard's tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+import warnings
+from datetime import UTC, datetime
+from typing import Any
+
+from cronwarden import JobSet
+
+from .liveness import _job, _seed
+from .stats import summary
+
+SIZES = (1_000, 10_000)
+REPEATS = 5
+
+
+def _client(app: Any) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from starlette.testclient import TestClient
+    return TestClient(app)
+
+
+def _overview(sizes: tuple[int, ...], repeats: int) -> list[dict[str, Any]]:
+    from cronwarden.adapters.local import LocalProvider
+    from cronwarden.dashboard import create_app
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="cw-dash-bench-") as folder:
+        provider = LocalProvider(os.path.join(folder, "state.db"))
+        try:
+            store, now, seeded = provider.store(), datetime.now(UTC), 0
+            all_jobs = [_job(i) for i in range(max(sizes))]
+            for size in sizes:
+                _seed("sqlite", store, seeded, size, now)
+                seeded = size
+                app = create_app(JobSet(all_jobs[:size]), store, provider.queue())
+                client = _client(app)
+                row: dict[str, Any] = {"jobs": size}
+                for name, url in (("api", "/api/overview"), ("html", "/")):
+                    client.get(f"{url}?limit={size}")  # warm-up: templates, connections
+                    times, cpu, weight = [], [], 0
+                    for _ in range(repeats):
+                        began, began_cpu = time.perf_counter(), time.process_time()
+                        response = client.get(f"{url}?limit={size}")
+                        times.append(time.perf_counter() - began)
+                        cpu.append(time.process_time() - began_cpu)
+                        weight = len(response.content)
+                        if response.status_code != 200:
+                            raise RuntimeError(f"{url}: HTTP {response.status_code}")
+                    row[f"{name}_s"] = summary(times)
+                    row[f"{name}_cpu_s"] = summary(cpu)  # less sensitive to a shared machine
+                    row[f"{name}_bytes"] = weight
+                rows.append(row)
+        finally:
+            provider.close()
+    return rows
+
+
+def _weights() -> dict[str, int]:
+    """Bytes of each page of the tests' seeded fixture (7 jobs, 25 hourly windows each)."""
+    from cronwarden.adapters.local import LocalProvider
+    from cronwarden.dashboard import create_app
+    from tests.dashboard import seed
+
+    with tempfile.TemporaryDirectory(prefix="cw-dash-weights-") as folder:
+        provider = LocalProvider(os.path.join(folder, "state.db"))
+        try:
+            seed.seed(provider.store(), provider.queue())
+            app = create_app(
+                seed.jobs(), provider.store(), provider.queue(), clock=lambda: seed.NOW
+            )
+            client = _client(app)
+            pages = {
+                "overview (7 jobs)": "/",
+                "timeline (2 days, hourly)": "/jobs/failing",
+                "run detail": "/jobs/failing/runs/2026-01-20T12:00Z",
+                "dead letters": "/dead-letters",
+                "style.css": "/static/style.css",
+                "app.js": "/static/app.js",
+                "openapi.json": "/api/openapi.json",
+            }
+            return {name: len(client.get(url).content) for name, url in pages.items()}
+        finally:
+            provider.close()
+
+
+def measure(sizes: tuple[int, ...] = SIZES, repeats: int = REPEATS) -> dict[str, Any]:
+    return {"overview": _overview(sizes, repeats), "weights": _weights()}
+
+
+def _ms(row: dict[str, Any], name: str) -> str:
+    wall, cpu = row[f"{name}_s"]["median"], row.get(f"{name}_cpu_s", {}).get("median")
+    return f"{wall * 1000:.0f} ms" + ("" if cpu is None else f" ({cpu * 1000:.0f} ms CPU)")
+
+
+def render(section: Any) -> list[str]:
+    """The section of docs/benchmarks.md."""
+    if not section or "overview" not in section:
+        return []
+    out = [
+        "## Dashboard overview (local store, in process)",
+        "",
+        "Median wall time (CPU time of the process in brackets: the machine is shared).",
+        "",
+        "| jobs | /api/overview | bytes | / (HTML) | bytes |",
+        "| ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for row in section["overview"]:
+        out.append(
+            f"| {row['jobs']:,} | {_ms(row, 'api')} | {row['api_bytes']:,} "
+            f"| {_ms(row, 'html')} | {row['html_bytes']:,} |"
+        )
+    out += ["", "| page | bytes (uncompressed) |", "| --- | ---: |"]
+    out += [f"| {name} | {size:,} |" for name, size in section["weights"].items()]
+    return [*out, ""]
+
+
+if __name__ == "__main__":
+    quick = "--quick" in sys.argv
+    result = measure((100, 1_000) if quick else SIZES, 2 if quick else REPEATS)
+    print(json.dumps(result, indent=1))
+    print("\n".join(render(result)))

@@ -1,0 +1,43 @@
+"""A LocalProvider (SQLite) seeded with jobs in every state, and dashboard apps over it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+if not os.environ.get("CI"):  # in CI the dev extra brings the dashboard's stack: fail, not skip
+    pytest.importorskip("starlette", reason="the dashboard extra is not installed")
+
+from cronwarden.adapters.local import LocalProvider
+from cronwarden.dashboard import create_app
+
+from . import seed
+
+TOKEN = "test-token-0123456789abcdef"
+
+
+@pytest.fixture
+def provider(tmp_path: Any) -> Iterator[LocalProvider]:
+    prov = LocalProvider(os.path.join(tmp_path, "state.db"))
+    seed.seed(prov.store(), prov.queue())
+    yield prov
+    prov.close()
+
+
+@pytest.fixture
+def app(provider: LocalProvider) -> Any:
+    return create_app(seed.jobs(), provider.store(), provider.queue(), clock=lambda: seed.NOW)
+
+
+@pytest.fixture
+def actions_app(provider: LocalProvider) -> Any:
+    return create_app(
+        seed.jobs(),
+        provider.store(),
+        provider.queue(),
+        actions_token=TOKEN,
+        clock=lambda: seed.NOW,
+    )
