@@ -250,7 +250,7 @@ def mount(dlq: click.Group) -> None:
     @click.pass_context
     def redrive(ctx: click.Context, /, **kwargs: Any) -> None:
         job_name, window = kwargs.pop("job_name"), kwargs.pop("window")
-        jobs_target = kwargs.pop("jobs_target")
+        jobs_target = kwargs.get("jobs_target")  # the redrive command's own --jobs
         if job_name is None and window is None:
             ctx.invoke(previous, **kwargs)
             return
@@ -273,5 +273,4 @@ def mount(dlq: click.Group) -> None:
     original.params += [
         click.Option(["--job", "job_name"], help="Redrive one window of this job (by window)."),
         click.Option(["--window"], help="The dead-lettered window (ISO, UTC)."),
-        click.Option(["--jobs", "jobs_target"], help="Jobs module (with --job)."),
     ]

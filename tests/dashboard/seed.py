@@ -76,7 +76,9 @@ def _status(name: str, run: RunRecord, **extra: Any) -> dict[str, Any]:
         "started_at": iso(run.started_at or NOW),
         "finished_at": iso(run.finished_at) if run.finished_at else None,
         "duration_ms": run.duration_ms,
-        "first_seen_at": iso(NOW - timedelta(days=3)),
+        "first_seen_at": iso(
+            NOW.replace(minute=0) - timedelta(hours=HOURS)
+        ),  # the first seeded window
         "owner": run.owner,
     }
     data.update(extra)

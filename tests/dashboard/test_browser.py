@@ -124,7 +124,7 @@ def test_dashboard_in_chromium(server: str, browser: Any, provider: Any) -> None
     browser.find_element(By.LINK_TEXT, "failing").click()
     _wait_text(browser, "h1", "failing")
     cells = browser.find_elements(By.CSS_SELECTOR, "ol.timeline li.cell a")
-    assert len(cells) >= 24
+    assert len(cells) >= 21  # 25 windows; gap cells have no run to link to
     labels = [c.get_attribute("aria-label") for c in cells]
     assert labels[-1].endswith("failed, retrying")
     browser.save_screenshot(str(shots / "timeline.png"))

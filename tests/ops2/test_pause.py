@@ -109,7 +109,8 @@ def test_snooze_mutes_and_then_announces_what_still_fires(
     assert "failing" in {a.kind.value for a in report.active}  # still evaluated
     assert sink.alerts == []  # but nobody was told
     record = store.get(Key(STATUS, "hourly"))
-    assert record is not None and record.data["snoozed_alerts"] == ["failing"]
+    # held back: the failure, and the window it dead-lettered ([windows]' per-job alert)
+    assert record is not None and "failing" in record.data["snoozed_alerts"]
     clock.advance(4 * HOUR)
     watcher.check()
     announced = [a for a in sink.alerts if a.kind.value == "failing"]

@@ -56,9 +56,9 @@ def test_dead_letter_listed_resolved_and_redriven_by_window(tmp_path: Path) -> N
     jobs, env = _setup(tmp_path)
     (tmp_path / "fail").touch()
     first = cw(tmp_path, "trigger", "--jobs", jobs, "fragile", "--window", W1, env=env)
-    assert first.returncode == 0, first.stderr
+    assert first.returncode == 1, first.stderr  # dead-lettered: [operator]'s exit status
     second = cw(tmp_path, "trigger", "--jobs", jobs, "fragile", "--window", W2, env=env)
-    assert second.returncode == 0, second.stderr
+    assert second.returncode == 1, second.stderr
     store = SQLiteStore(str(tmp_path / "state.db"))
     try:
         for window in (W1, W2):
