@@ -1,4 +1,4 @@
-"""[ops] × [windows]: a scheduled fire of a paused job is an excused window, not a run and not a
+"""[ops] and [windows]: a scheduled fire of a paused job is an excused window, not a run and not a
 gap; a manual trigger still runs; after `resume` fires are enqueued again."""
 
 from __future__ import annotations
