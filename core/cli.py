@@ -242,15 +242,16 @@ def status(jobs_target: str, provider: str) -> None:
 )
 def check(jobs_target: str, provider: str, webhook: str | None) -> None:
     """Evaluate liveness; notify transitions; exit 1 while any alert is active."""
-    from .liveness import Watcher
-    from .notify import LogNotifier, Notifier, WebhookNotifier
+    import dataclasses
+
+    from .hosting import Composition
+    from .hosting.settings import HostSettings
 
     jobs, prov = _setup(jobs_target, provider, read_only=True)
-    notifiers: list[Notifier] = [LogNotifier()]
-    if webhook:
-        notifiers.append(WebhookNotifier(webhook))
+    # the same notifiers (alerting settings file, webhook, dead-man's switch) as every host
+    host = dataclasses.replace(HostSettings.from_env(), webhook_url=webhook or "")
     try:
-        report = Watcher(jobs, prov.store(), prov.queue(), notifiers=notifiers).check()
+        report = Composition(jobs, provider=prov, host=host).watcher.check()
     finally:
         prov.close()
     for alert in report.active:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigurationError
+from ..hosting.settings import WEBHOOK_ENV as HOST_WEBHOOK_ENV
 from .channels import Channel, Email, PagerDuty, SignedWebhook, SlackWebhook, Teams
 from .routing import Route, Router
 from .secrets import resolve_secret
@@ -44,9 +45,9 @@ from .watchdog import (
     ping_format,
 )
 
+WEBHOOK_ENV = HOST_WEBHOOK_ENV  #: one name, defined once in cronwarden.hosting.settings
 CONFIG_ENV = "CRONWARDEN_ALERTING_CONFIG"
 TOML_ENV = "CRONWARDEN_ALERTING_TOML"
-WEBHOOK_ENV = "CRONWARDEN_WEBHOOK_URL"
 _COMMON = {"type", "owners", "tags", "timeout"}
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_")
 
