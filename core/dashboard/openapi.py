@@ -253,9 +253,44 @@ def openapi_document(actions_enabled: bool) -> dict[str, Any]:
                 },
             }
         }
+        for name, summary, required in _ACTIONS:
+            paths[f"/api/actions/{name}"] = _action(summary, required)
     return {
         "openapi": "3.0.3",
         "info": {"title": "cronwarden dashboard", "version": "1"},
         "paths": paths,
         "components": {"securitySchemes": {"token": {"type": "http", "scheme": "bearer"}}},
+    }
+
+
+_STR = {"type": "string", "minLength": 1}
+
+#: the job and window actions: name, summary, required body fields (each a string)
+_ACTIONS = (
+    (
+        "resolve",
+        "Account for a dead-lettered or failed window without running it",
+        ["job", "window", "reason"],
+    ),
+    ("rerun", "Enqueue a finished window again as a new generation", ["job", "window"]),
+    ("pause", "Pause a job (its scheduled fires become excused windows)", ["job", "reason"]),
+    ("resume", "Resume a paused job", ["job"]),
+)
+
+
+def _action(summary: str, required: list[str]) -> dict[str, Any]:
+    """A POST action taking the JSON body ``required`` and the bearer token."""
+    body = _obj(required, **{name: _STR for name in required})
+    return {
+        "post": {
+            "summary": summary,
+            "security": [{"token": []}],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+            "responses": {
+                "200": _json(_obj(["text"], text={"type": "string"})),
+                "400": _json(_ERROR, "refused: the message says why"),
+                "403": _json(_ERROR, "actions disabled, or no or a wrong access token"),
+                "404": _json(_ERROR, "unknown job"),
+            },
+        }
     }

@@ -218,3 +218,34 @@ def test_import_cronwarden_does_not_load_the_dashboard() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_overview_baseline_follows_each_new_success(app: Any, provider: Any) -> None:
+    """The overview reuses a job's baseline while its last success is unchanged: a new
+    success (new slot, new ``last_success_at``) must show at once."""
+    from datetime import timedelta
+
+    from cronwarden.baseline import baseline_fields
+    from cronwarden.ports import Merge
+    from cronwarden.records import iso, status_key_of
+
+    job = seed.jobs().get("healthy")
+    assert job is not None
+    store, client = provider.store(), TestClient(app)
+
+    def succeed(hours_ago: int, duration_ms: int) -> None:
+        window = seed.NOW.replace(minute=0) - timedelta(hours=hours_ago)
+        fields = baseline_fields(job, window, duration_ms, seed.NOW)
+        fields.update(last_success_at=iso(window + timedelta(minutes=1)), duration_ms=duration_ms)
+        store.commit([Merge(status_key_of("healthy"), fields)])
+
+    def baseline() -> Any:
+        rows = client.get("/api/overview").json()["jobs"]
+        return next(r["baseline"] for r in rows if r["name"] == "healthy")
+
+    for hours_ago in range(5, 0, -1):
+        succeed(hours_ago, 1_000)
+    assert baseline() == {"p50_ms": 1000, "p95_ms": 1000, "samples": 5}
+    assert baseline() == {"p50_ms": 1000, "p95_ms": 1000, "samples": 5}  # served again
+    succeed(0, 61_000)
+    assert baseline()["samples"] == 6 and baseline()["p95_ms"] > 1000

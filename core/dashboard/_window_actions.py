@@ -1,0 +1,124 @@
+"""The dashboard's window and job actions — resolve, rerun, pause, resume — each through the
+same function as its CLI twin (``dlq resolve``, ``trigger --rerun``, ``pause``, ``resume``)
+and logged with the same event, ``actor`` naming the dashboard (``dashboard:api`` /
+``dashboard:form``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .. import pause as paused
+from ..jobs import Job, JobSet
+from ..logs import get_logger
+from ..ports import Store
+from .views import BadRequest, NotFound
+
+#: the actions this module serves, by their URL name
+NAMES = ("resolve", "rerun", "pause", "resume")
+
+
+@dataclass(frozen=True)
+class _Runner:
+    """What :func:`cronwarden.cli_trigger.enqueue_by_hand` reads of a runner."""
+
+    store: Store
+    queue: Any
+    engine: Any
+
+
+@dataclass(frozen=True)
+class _Clock:
+    now: Callable[[], datetime]
+
+
+def _job(jobs: JobSet, body: Mapping[str, Any]) -> Job:
+    name = body.get("job")
+    if not isinstance(name, str) or not name:
+        raise BadRequest("job is required")
+    job = jobs.get(name)
+    if job is None:
+        raise NotFound(f"unknown job {name!r}")
+    return job
+
+
+def _text(body: Mapping[str, Any], name: str, *, required: bool) -> str:
+    value = body.get(name)
+    text = value.strip() if isinstance(value, str) else ""
+    if required and not text:
+        raise BadRequest(f"{name} is required")
+    return text
+
+
+def _window(job: Job, body: Mapping[str, Any], now: datetime) -> datetime:
+    from ..trigger import WindowRefused, check_window
+
+    text = _text(body, "window", required=True)
+    try:
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return check_window(job, value, now)
+    except (ValueError, WindowRefused) as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def perform(
+    name: str,
+    body: Mapping[str, Any],
+    *,
+    jobs: JobSet,
+    store: Store,
+    queue: Any,
+    now: Callable[[], datetime],
+    actor: str,
+) -> dict[str, Any]:
+    """Run action ``name`` with ``body``'s fields; the JSON answer. Raises :class:`BadRequest`
+    for a refused action (the message says why) and :class:`NotFound` for an unknown job."""
+    log = get_logger("ops")
+    job = _job(jobs, body)
+    at = now()
+    if name == "pause":
+        view = paused.pause(
+            store, job.name, reason=_text(body, "reason", required=True), by=actor, now=at
+        )
+        log.info(
+            "%s %s", job.name, view.describe(),
+            extra={"event": "job.paused", "job": job.name, "actor": actor},
+        )  # fmt: skip
+        return {"job": job.name, "paused": True, "text": view.describe()}
+    if name == "resume":
+        ended = paused.resume(store, job.name, by=actor, now=at)
+        if ended is None:
+            return {"job": job.name, "paused": False, "text": f"{job.name} was not paused"}
+        log.info(
+            "%s resumed", job.name,
+            extra={"event": "job.resumed", "job": job.name, "actor": actor},
+        )  # fmt: skip
+        return {"job": job.name, "paused": False, "text": f"resumed (was {ended.describe()})"}
+    window = _window(job, body, at)
+    if name == "resolve":
+        from ..cli_windows import WindowActionRefused, resolve_window
+
+        reason = _text(body, "reason", required=True)
+        try:
+            run = resolve_window(store, job, window, reason, actor=actor, now=at)
+        except WindowActionRefused as exc:
+            raise BadRequest(str(exc)) from None
+        log.info(
+            "resolved %s", run.run_key,
+            extra={"event": "window.resolved", "job": job.name, "actor": actor},
+        )  # fmt: skip
+        return {"run_key": run.run_key, "state": "excused", "text": run.excused_detail}
+    if name == "rerun":
+        from ..cli_trigger import enqueue_by_hand
+
+        if queue is None or not callable(getattr(queue, "publish", None)):
+            raise BadRequest("this dashboard has no queue to publish to")
+        told = enqueue_by_hand(_Runner(store, queue, _Clock(now)), job, window, rerun=True)
+        log.info(
+            "%s", told.line,
+            extra={"event": "window.rerun", "job": job.name, "actor": actor},
+        )  # fmt: skip
+        return {"run_key": told.run_key, "text": told.line}
+    raise NotFound(f"no action {name!r}")
