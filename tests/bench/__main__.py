@@ -29,6 +29,7 @@ from . import (
     machine,
     powertools,
     report,
+    windows,
 )
 from .emulators import STORES, Emulators
 
@@ -56,6 +57,7 @@ SECTIONS = (
     "ledger",
     "latency",
     "liveness",
+    "windows",
     "brokers",
     "dashboard",
     "powertools",
@@ -78,6 +80,9 @@ def _run(emulators: Emulators, section: str, stores: list[str], quick: bool) -> 
     if section == "liveness":
         sizes = (10, 100, 1_000) if quick else liveness.SIZES
         return liveness.measure(emulators, stores, sizes, repeats=2 if quick else liveness.REPEATS)
+    if section == "windows":
+        sizes = (10, 100, 1_000) if quick else windows.SIZES
+        return windows.measure(emulators, stores, sizes, repeats=2 if quick else windows.REPEATS)
     if section == "dashboard":
         from . import dashboard
 
