@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 
 from .backfill import catch_up_windows
 from .engine import Engine, Outcome, OutcomeKind
@@ -62,8 +62,6 @@ class Trigger:
         """Enqueue the window ``fired_at`` falls in, plus catch-up windows (oldest first)."""
         job = self._job(job_name)
         window = job.schedule.floor(utc(fired_at))
-        if reason == "schedule" and self._excused_by_pause(job, window):
-            return []
         requests = []
         if self.store is not None and job.catch_up.enabled:
             requests += [
@@ -74,40 +72,6 @@ class Trigger:
         self.publish_oldest_first(requests[:-1])
         self.publish(requests[-1])
         return requests
-
-    def _excused_by_pause(self, job: Job, window: datetime) -> bool:
-        """A scheduled fire of a paused job is recorded as an excused window (reason
-        ``paused``) instead of being enqueued; the watcher stays quiet about it. One status
-        read per scheduled tick, on the trigger, never on a run's path."""
-        if self.store is None:
-            return False
-        from .claiming import excuse_window
-        from .pause import active_pause
-        from .ports import STATUS, Key
-
-        now = datetime.now(UTC)
-        record = self.store.get(Key(STATUS, job.name))
-        pause = active_pause(record.data, now) if record is not None else None
-        if pause is None:
-            return False
-        request = RunRequest(job.name, window, reason="schedule")
-        excuse_window(
-            self.store,
-            job,
-            request,
-            now,
-            retention=timedelta(days=30),
-            reason="paused",
-            detail=pause.describe(),
-        )
-        log.info(
-            "%s: paused (%s); window %s excused, not enqueued",
-            job.name,
-            pause.describe(),
-            request.run_key,
-            extra={"event": "run.excused", "job": job.name, "run_key": request.run_key},
-        )
-        return True
 
     def publish_oldest_first(self, requests: list[RunRequest]) -> None:
         """Publish a batch of catch-up / backfill requests of one job so that they run oldest
