@@ -209,6 +209,8 @@ class GracefulStop:
         self.grace = grace
         self.signum: int | None = None
         self._timer: threading.Timer | None = None
+        self._guard = threading.Lock()  # never taken by the signal handler itself
+        self._finished = False
 
     def install(self) -> GracefulStop:
         """Take SIGINT and SIGTERM (main thread only)."""
@@ -222,10 +224,20 @@ class GracefulStop:
         return None if self.signum is None else 128 + self.signum
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        # Python runs this handler in the main thread between two bytecodes: that thread may hold
+        # a non-reentrant lock (the engine's set of running leases, a lease's guard) at that very
+        # moment. Taking any lock here would deadlock the stop, so the work happens in a thread.
         name = signal.Signals(signum).name
         if self.signum is not None:
-            self._abandon(f"a second {name} arrived")
+            why = f"a second {name} arrived"
+            threading.Thread(target=self._abandon, args=(why,), daemon=True).start()
+            return
         self.signum = signum
+        threading.Thread(
+            target=self._begin_stop, args=(name,), daemon=True, name="cronwarden-stop"
+        ).start()
+
+    def _begin_stop(self, name: str) -> None:
         running = self.runner.engine.running()
         log.warning(
             "%s: stopping: no new runs are claimed; %d running handler(s) asked to stop "
@@ -235,12 +247,16 @@ class GracefulStop:
             self.grace,
             extra={"event": "runtime.stopping", "signal": name, "running": running},
         )
-        self.runner.stop()
-        self._timer = threading.Timer(
+        timer = threading.Timer(
             self.grace, self._abandon, args=(f"the {self.grace:.0f}s grace period ran out",)
         )
-        self._timer.daemon = True
-        self._timer.start()
+        timer.daemon = True
+        with self._guard:
+            if self._finished:
+                return
+            self._timer = timer
+            timer.start()
+        self.runner.stop()
 
     def _abandon(self, why: str) -> None:
         try:
@@ -264,8 +280,10 @@ class GracefulStop:
     def finish(self) -> int | None:
         """After the command's work returned: log the stop; the exit status, or None when no
         signal came."""
-        if self._timer is not None:
-            self._timer.cancel()
+        with self._guard:
+            self._finished = True
+            if self._timer is not None:
+                self._timer.cancel()
         if self.signum is None:
             return None
         log.info(
