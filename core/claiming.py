@@ -21,7 +21,7 @@ import enum
 import logging
 import secrets
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -50,6 +50,12 @@ from .records import (
 
 CLAIM_ROUNDS = 6
 _CATCHING_UP = {"catch_up", "backfill"}
+#: requests a person made (a pause lets them through); a redrive counts as one too
+_BY_HAND = {"manual", "rerun", "backfill"}
+#: fires the scheduler made (a pause excuses their windows)
+_SCHEDULED = {"schedule", "catch_up"}
+#: how long a retry of a window started before a pause waits before it looks again
+_PAUSED_RETRY_EVERY = 900.0
 
 
 class Refused(enum.StrEnum):
@@ -163,6 +169,10 @@ class Claimer:
                 )
                 if refusal is not None:
                     return refusal
+                if existing_lock is not None:  # a pause on the lock stays on it
+                    carried = LockRecord.from_data(existing_lock.data)
+                    if carried.paused(now):
+                        lock = replace(lock, pause=carried.pause)
                 if existing_run is None:
                     run = self._fresh(job, request, run_id, owner, payload_fp, now, ttl)
                     ops = [Create(run_k, run.to_data())]
@@ -307,6 +317,12 @@ class Claimer:
                     reason="in_progress",
                     detail=holder,
                 )
+        if lock is not None and lock.paused(now):
+            by_hand = request.reason in _BY_HAND or redrive > 0
+            if not by_hand:
+                return self._paused(job, request, lock, fresh=run_record is None, now=now, log=log)
+            if lock.held_by_pause:
+                return None  # a run by hand goes through the pause, and carries it on
         if lock is not None and lock.live(now):
             if lock.run_key == key:
                 log.event(
@@ -326,6 +342,49 @@ class Claimer:
             fresh_fire = request.reason == "schedule" and run_record is None and not redrive
             return self._overlap(job, request, lock, now, log, fresh_fire=fresh_fire)
         return None
+
+    def _paused(
+        self,
+        job: Job,
+        request: RunRequest,
+        lock: LockRecord,
+        *,
+        fresh: bool,
+        now: datetime,
+        log: RunLogger,
+    ) -> Refusal:
+        """The job is paused (``cronwarden pause``). A new scheduled or catch-up fire is
+        recorded against its window as excused (reason ``paused``) and acknowledged; a retry of
+        a window that had started before the pause waits for the resume (DEFERRED)."""
+        pause = lock.pause or {}
+        detail = f"paused by {pause.get('by') or '?'}: {pause.get('reason') or ''}".rstrip(": ")
+        if fresh and request.reason in _SCHEDULED:
+            if not excuse_window(
+                self.store,
+                job,
+                request,
+                now,
+                retention=self.retention,
+                reason="paused",
+                detail=detail,
+            ):
+                return Refusal(Refused.DEFERRED, delay=_backoff(job, 1), reason="contention")
+            log.event(
+                logging.INFO,
+                "run.skipped",
+                f"{job.name}: {request.run_key} excused: {detail}",
+                reason="paused",
+            )
+            return Refusal(Refused.SKIPPED, reason="paused", detail=detail)
+        delay = min(_PAUSED_RETRY_EVERY, until(lock.pause_until(), now))
+        log.event(
+            logging.INFO,
+            "run.deferred",
+            f"{job.name}: {request.run_key} waits for the resume ({detail})",
+            reason="paused",
+            delay_s=delay,
+        )
+        return Refusal(Refused.DEFERRED, delay=delay, reason="paused", detail=detail)
 
     def _overlap(
         self,

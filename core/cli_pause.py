@@ -54,7 +54,9 @@ _BY = click.option("--by", help="Who (default: $USER@host).")
 def pause(
     jobs_target: str, provider: str, by: str | None, reason: str, until: str | None, job_name: str
 ) -> None:
-    """Pause JOB_NAME: the watcher stays quiet about the windows it misses meanwhile."""
+    """Pause JOB_NAME: its scheduled fires are recorded as excused windows instead of running
+    (runs by hand still go through) and the watcher stays quiet about them. A window already
+    running finishes first."""
     from . import pause as paused
     from .logs import configure, get_logger
 
@@ -70,6 +72,8 @@ def pause(
             now=now,
             until=_when(until, now),
         )
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--until/--reason") from None
     finally:
         prov.close()
     get_logger("ops").info(

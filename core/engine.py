@@ -414,6 +414,7 @@ class Engine:
             status="succeeded",
             duration_ms=duration_ms,
             counters=ctx.counters,
+            **({"suspicious": reasons} if reasons else {}),
         )
         detail = ""
         if reasons:

@@ -11,6 +11,10 @@ commit that compare-and-sets *both* records against the versions this owner last
   in one commit (with the ledger's last marks);
 * an owner whose lease was taken over (its versions are stale) can write nothing: the commit
   is refused, the lease is marked lost and :class:`~cronwarden.errors.LeaseLost` is raised.
+  One exception: a pause (or resume) rewrites the lock a live run holds to carry the pause
+  without changing its owner; a write refused on the lock alone reads it, adopts the pause and
+  its version while it still names this owner and run, and writes again. The last write then
+  hands the lock to the pause instead of deleting it.
 
 Store failures (see :mod:`cronwarden.errors`): a write the store did not apply
 (:class:`~cronwarden.errors.StoreUnavailable`) is sent again as it is, with backoff, for up to
@@ -50,6 +54,9 @@ from .logs import get_logger
 from .ports import Delete, Key, Merge, Op, Store, Update, Version
 from .records import LockRecord, RunRecord, iso, parse_iso
 from .redaction import redact
+
+#: how often one write adopts a lock rewritten under it by a pause or resume before it gives up
+_LOCK_ADOPTIONS = 3
 
 Clock = Callable[[], datetime]
 _log = get_logger("lease")
@@ -160,21 +167,27 @@ class Lease:
         with self.mutex:
             if self.lost:
                 raise self._interruption  # type: ignore[misc]
-            expires_at = self.clock() + self.ttl
-            write_id = new_write_id()
-            run = self.run.with_(**run_changes, lease_expires=expires_at, write_id=write_id)
-            lock = replace(self.lock, lease_expires=expires_at)
-            ops: list[Op] = [
-                Update(self.run_key, run.to_data(), self.run_version),
-                Update(self.lock_key, lock.to_data(), self.lock_version),
-                *extra,
-            ]
-            try:
-                versions = self._commit(ops, write_id, lock_kept=True)
-            except CommitConflict as exc:
-                if exc.index <= 1:
-                    raise self._taken_over() from exc
-                raise
+            for _ in range(_LOCK_ADOPTIONS + 1):
+                expires_at = self.clock() + self.ttl
+                write_id = new_write_id()
+                run = self.run.with_(**run_changes, lease_expires=expires_at, write_id=write_id)
+                lock = replace(self.lock, lease_expires=expires_at)
+                ops: list[Op] = [
+                    Update(self.run_key, run.to_data(), self.run_version),
+                    Update(self.lock_key, lock.to_data(), self.lock_version),
+                    *extra,
+                ]
+                try:
+                    versions = self._commit(ops, write_id, lock_kept=True)
+                    break
+                except CommitConflict as exc:
+                    if exc.index == 1 and self._adopt_lock():
+                        continue  # a pause (or its resume) changed our lock: write again
+                    if exc.index <= 1:
+                        raise self._taken_over() from exc
+                    raise
+            else:
+                raise self._taken_over()
             self.run, self.run_version = run, versions[0]
             self.lock, self.lock_version = lock, versions[1]
             self.last_write = self.clock()
@@ -201,21 +214,47 @@ class Lease:
                 self.write(chunk)
             if self.lost:
                 raise self._interruption  # type: ignore[misc]
-            write_id = new_write_id()
-            run = run.with_(write_id=write_id)
-            ops: list[Op] = [
-                Update(self.run_key, run.to_data(), self.run_version),
-                Delete(self.lock_key, self.lock_version),
-                status,
-                *pending,
-            ]
-            try:
-                versions = self._commit(ops, write_id, lock_kept=False)
-            except CommitConflict as exc:
-                if exc.index > 1:
-                    raise
-                raise self._taken_over("before it could finish") from exc
+            for _ in range(_LOCK_ADOPTIONS + 1):
+                write_id = new_write_id()
+                run = run.with_(write_id=write_id)
+                ops: list[Op] = [
+                    Update(self.run_key, run.to_data(), self.run_version),
+                    self._release(),
+                    status,
+                    *pending,
+                ]
+                try:
+                    versions = self._commit(ops, write_id, lock_kept=False)
+                    break
+                except CommitConflict as exc:
+                    if exc.index == 1 and self._adopt_lock():
+                        continue
+                    if exc.index > 1:
+                        raise
+                    raise self._taken_over("before it could finish") from exc
+            else:
+                raise self._taken_over("before it could finish")
             self.run, self.run_version = run, versions[0]
+
+    def _release(self) -> Op:
+        """The lock's last op: deleted, or handed to the pause it carries (still in force)."""
+        if self.lock.pause is not None and self.lock.paused(self.clock()):
+            held = LockRecord.for_pause(self.run.job, self.lock.pause, self.clock())
+            return Update(self.lock_key, held.to_data(), self.lock_version)
+        return Delete(self.lock_key, self.lock_version)
+
+    def _adopt_lock(self) -> bool:
+        """After our lock op was refused while the run record was not: a pause or a resume
+        (:mod:`cronwarden.pause`) rewrote the lock this run holds. True (the lock's pause and
+        version adopted) when the lock still names this owner and run; False otherwise."""
+        stored = self.store.get(self.lock_key)
+        if stored is None:
+            return False
+        current = LockRecord.from_data(stored.data)
+        if current.owner != self.lock.owner or current.run_id != self.lock.run_id:
+            return False
+        self.lock, self.lock_version = replace(self.lock, pause=current.pause), stored.version
+        return True
 
     def _commit(self, ops: list[Op], write_id: str, *, lock_kept: bool) -> list[Version]:
         """``store.commit(ops)``, resolving failures that are not refusals (see the module

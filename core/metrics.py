@@ -10,7 +10,8 @@ The engine logs every run transition as an event (``run.started``, ``run.complet
 
 =============================== ========= ===============================================
 ``cronwarden.runs``             counter   finished attempts, by ``job`` and ``outcome``
-                                          (succeeded, failed, dead_lettered, lease_lost)
+                                          (succeeded, suspicious: succeeded but broke its
+                                          expectations, failed, dead_lettered, lease_lost)
 ``cronwarden.run.duration``     histogram seconds, by ``job`` and ``outcome``
 ``cronwarden.run.skips``        counter   refused deliveries, by ``job`` and ``reason``
                                           (lock_held, duplicate, in_progress, deferred, …)
@@ -117,7 +118,10 @@ class RunTelemetry(logging.Handler):
             if event == "run.started":
                 self._started(record, job)
             elif event in _FINISHED:
-                self._finished(record, job, _FINISHED[event])
+                outcome = _FINISHED[event]
+                if outcome == "succeeded" and getattr(record, "suspicious", None):
+                    outcome = "suspicious"  # succeeded, but broke its expectations
+                self._finished(record, job, outcome)
             elif event in _REFUSED:
                 reason = getattr(record, "reason", None)
                 if event == "run.deferred":
@@ -181,7 +185,7 @@ class RunTelemetry(logging.Handler):
             start_time=start_ns,
             attributes={**attributes, "cronwarden.outcome": outcome},
         )
-        if outcome != "succeeded":
+        if outcome not in ("succeeded", "suspicious"):
             error_type = getattr(record, "error_type", None) or getattr(record, "reason", outcome)
             span.set_attribute("error.type", str(error_type))
             span.set_status(Status(StatusCode.ERROR, str(error_type)))

@@ -12,9 +12,12 @@ State lives in the job's status record, which the watcher already reads in its o
 
 While a pause is active (``until`` null or in the future) the watcher raises neither
 ``missed`` nor ``skipping``; ``failing``, ``stuck``, ``suspicious``, ``slow`` and dead letters
-still fire. Pausing does not stop the scheduler: recording the skipped fires as *excused
-windows* is [windows]' part (the trigger reads :func:`active_pause` and records the window
-excused instead of publishing), see ``docs/ops-next.md``.
+still fire. The pause is also put on the job's overlap lock
+(:class:`~cronwarden.records.LockRecord`): a scheduled fire's claim fails its fast path on
+that lock and records the window *excused* (reason ``paused``) instead of running it, so
+pausing costs the scheduler and the happy path nothing; runs by hand (``trigger``,
+``backfill``, a redrive) still go through. The lock's lease ends with ``until``: an expired
+pause stops blocking on its own.
 """
 
 from __future__ import annotations
@@ -23,14 +26,16 @@ import getpass
 import secrets
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from .ports import Merge, Store
-from .records import iso, parse_iso, status_key_of
+from .errors import CommitConflict
+from .ports import Create, Delete, Merge, Op, Store, Update
+from .records import LockRecord, iso, lock_key_of, parse_iso, status_key_of
 
 LOG_SIZE = 20
+_ROUNDS = 5
 
 
 def default_actor() -> str:
@@ -126,12 +131,62 @@ def _current(store: Store, job: str) -> dict[str, Any]:
     return dict(record.data) if record is not None else {}
 
 
+def _lock_op(store: Store, job: str, pause: Mapping[str, Any] | None, now: datetime) -> Op | None:
+    """The op that puts ``pause`` on the job's lock (None: takes it off), read just now.
+
+    No lock, or one no live run holds: the pause holds it (created / replaced). A live run's
+    lock: the pause rides on it, owner unchanged; the run's lease adopts it and hands the lock
+    to the pause when the run finishes (:mod:`cronwarden.lease`)."""
+    key = lock_key_of(job)
+    stored = store.get(key)
+    if stored is None:
+        return (
+            None if pause is None else Create(key, LockRecord.for_pause(job, pause, now).to_data())
+        )
+    lock = LockRecord.from_data(stored.data)
+    if lock.held_by_pause or not lock.live(now):
+        if pause is None:
+            return Delete(key, stored.version)
+        return Update(key, LockRecord.for_pause(job, pause, now).to_data(), stored.version)
+    if pause is None and lock.pause is None:
+        return None
+    return Update(key, replace(lock, pause=pause).to_data(), stored.version)
+
+
+def _commit_with_lock(
+    store: Store, job: str, pause: Mapping[str, Any] | None, status_op: Merge | None, now: datetime
+) -> None:
+    """The status change and the lock change in one commit; read again when a run's lease
+    wrote the lock meanwhile (it renews every third of its TTL)."""
+    for _ in range(_ROUNDS - 1):
+        try:
+            _commit_once(store, job, pause, status_op, now)
+            return
+        except CommitConflict:
+            continue
+    _commit_once(store, job, pause, status_op, now)
+
+
+def _commit_once(
+    store: Store, job: str, pause: Mapping[str, Any] | None, status_op: Merge | None, now: datetime
+) -> None:
+    lock_op = _lock_op(store, job, pause, now)
+    ops = [op for op in (lock_op, status_op) if op is not None]
+    if ops:
+        store.commit(ops)
+
+
 def pause(
     store: Store, job: str, *, reason: str, by: str, now: datetime, until: datetime | None = None
 ) -> PauseView:
-    """Pause ``job`` (one read for the audit log, one Merge)."""
+    """Pause ``job``: its status records who, when, why and until when, and the job's lock
+    carries the pause, so its scheduled fires are excused (state ``excused``, reason
+    ``paused``) without running, while runs by hand still go through. Two reads (the audit
+    log, the lock) and one commit. A window already running finishes first."""
     if not reason.strip():
         raise ValueError("a pause needs a reason")
+    if until is not None and until <= now:
+        raise ValueError("a pause must end in the future")
     entry = {
         "id": secrets.token_hex(4),
         "by": by,
@@ -141,23 +196,25 @@ def pause(
     }
     status = _current(store, job)
     fields = {"pause": entry, "pause_log": _log(status, {"action": "pause", **entry})}
-    store.commit([Merge(status_key_of(job), fields)])
+    _commit_with_lock(store, job, entry, Merge(status_key_of(job), fields), now)
     view = pause_of({"pause": entry})
     assert view is not None
     return view
 
 
 def resume(store: Store, job: str, *, by: str, now: datetime) -> PauseView | None:
-    """End ``job``'s pause; returns the pause that ended (None when it was not paused)."""
+    """End ``job``'s pause (status and lock in one commit); returns the pause that ended (None
+    when it was not paused)."""
     status = _current(store, job)
     current = pause_of(status)
     if current is None:
+        _commit_with_lock(store, job, None, None, now)  # a pause lock left without a status
         return None
     ended = min(now, current.until) if current.until is not None else now
     last = {"at": iso(current.at) if current.at else None, "ended": iso(ended)}
     entry = {"action": "resume", "id": current.id, "by": by, "at": iso(now)}
     fields = {"pause": None, "last_pause": last, "pause_log": _log(status, entry)}
-    store.commit([Merge(status_key_of(job), fields)])
+    _commit_with_lock(store, job, None, Merge(status_key_of(job), fields), now)
     return current
 
 

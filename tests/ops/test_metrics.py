@@ -95,6 +95,40 @@ def test_runs_become_metrics_and_faas_spans(h: Harness, otel: Any) -> None:
     assert failed.end_time >= failed.start_time
 
 
+def test_a_run_that_breaks_its_expectations_counts_as_suspicious(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    def rows(ctx: RunContext) -> None:
+        ctx.count("rows", int(ctx.payload.get("rows", 0)))
+
+    job = cronwarden.job(
+        "rows",
+        cron="0 * * * *",
+        max_runtime="10m",
+        expect=cronwarden.Expect(counters={"rows": (1, None)}),
+    )(rows)
+    made = harness(tmp_path, [job], clock=clock)
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    spans = InMemorySpanExporter()
+    tracers = TracerProvider()
+    tracers.add_span_processor(SimpleSpanProcessor(spans))
+    telemetry = RunTelemetry(meter_provider=meters, tracer_provider=tracers).install()
+    try:
+        made.engine.execute(RunRequest("rows", at("2026-01-20T10:00Z")))  # zero rows
+        made.engine.execute(RunRequest("rows", at("2026-01-20T11:00Z"), payload={"rows": 3}))
+        found = points(reader)
+    finally:
+        telemetry.uninstall()
+        made.close()
+    assert by(found["cronwarden.runs"], job="rows", outcome="suspicious").value == 1
+    assert by(found["cronwarden.runs"], job="rows", outcome="succeeded").value == 1
+    suspicious = [
+        s for s in spans.get_finished_spans() if s.attributes["cronwarden.outcome"] == "suspicious"
+    ]
+    assert len(suspicious) == 1 and suspicious[0].status.status_code is StatusCode.UNSET
+
+
 def test_manual_runs_are_not_timer_triggered(h: Harness, otel: Any) -> None:
     _, spans, _ = otel
     h.engine.execute(RunRequest("hourly", at("2026-01-20T10:00Z"), reason="manual"))

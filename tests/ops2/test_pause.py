@@ -82,13 +82,17 @@ def test_paused_job_is_not_missed_during_or_after_the_pause(
 
 
 def test_a_pause_does_not_hide_failures(provider: LocalProvider, clock: FakeClock) -> None:
+    """A paused job's scheduled fires do not run (tests/ops2/test_pause_fires.py); a run by
+    hand does, and its failure alerts."""
     jobs = JobSet([_job()])
     store = provider.store()
     watcher = Watcher(jobs, store, None, notifiers=[], clock=clock, hooks=[])
     pause(store, "hourly", reason="x", by="b", now=clock())
     engine = cronwarden.Engine(jobs, store, cronwarden.EngineSettings(clock=clock))
     engine.execute(
-        RunRequest("hourly", jobs["hourly"].schedule.floor(clock()), payload={"fail": 1})
+        RunRequest(
+            "hourly", jobs["hourly"].schedule.floor(clock()), payload={"fail": 1}, reason="manual"
+        )
     )
     assert "failing" in {a.kind.value for a in watcher.check().active}
 
