@@ -67,6 +67,8 @@ _STORE_FIX = {
     "(or use a SAS / connection string with write permission)",
     "local": "make the SQLite file and its directory writable by this user",
     "postgres": "GRANT SELECT, INSERT, UPDATE, DELETE on cronwarden's tables to the role",
+    "aws": "allow dynamodb:GetItem, Query, PutItem, UpdateItem, DeleteItem and "
+    "TransactWriteItems on the table (and its by-kind index) to the runtime role",
 }
 _QUEUE_FIX = {
     "gcp": "check the topic and subscription names (CRONWARDEN_PUBSUB_*) and grant "
@@ -74,6 +76,8 @@ _QUEUE_FIX = {
     "azure": "check the queue name and grant 'Azure Service Bus Data Sender' and "
     "'Data Receiver' on it",
     "local": "check CRONWARDEN_LOCAL_PATH: the queue is '<path>-queue'",
+    "aws": "check CRONWARDEN_SQS_QUEUE(_URL) and allow sqs:SendMessage, ReceiveMessage, "
+    "DeleteMessage, ChangeMessageVisibility and GetQueueAttributes on both queues",
 }
 _SCHEDULE_NA = {
     "gcp": "cannot check from here: cronwarden does not call the Cloud Scheduler API (and it "

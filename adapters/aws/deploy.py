@@ -264,6 +264,7 @@ def environment(prefix: str, jobs: list[AwsJob]) -> dict[str, Any]:
         queue=n["queue"],
         dead_letter_queue=n["dead_letter_queue"],
         max_receive_count=max_receive_count(jobs),
+        schedule_group=prefix,  # the schedules module's group; names are <prefix>-<job>
     )
     env: dict[str, Any] = {"CRONWARDEN_PROVIDER": "aws"}
     env.update({k: v for k, v in settings.to_env().items() if k != "CRONWARDEN_AWS_REGION"})

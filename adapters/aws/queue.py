@@ -34,7 +34,7 @@ import re
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cronwarden.errors import ConfigurationError
 from cronwarden.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue, QueueCapabilities
@@ -42,6 +42,9 @@ from cronwarden.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue, Que
 from ._clients import client
 from .errors import error_code
 from .settings import AwsSettings
+
+if TYPE_CHECKING:
+    from cronwarden.doctor import DeadLetterPolicy
 
 MAX_DELAY = 900  #: SQS DelaySeconds limit
 MAX_VISIBILITY = 43200  #: 12 hours: the longest a received message can stay invisible
@@ -216,6 +219,33 @@ class SqsQueue(Queue):
         self._send(self.dead_letter_url, body, attributes, system)
 
     # -- DeadLetters -------------------------------------------------------------------------
+    def dead_letter_policy(self) -> DeadLetterPolicy:
+        """For ``cronwarden doctor``: the run queue's redrive policy as SQS holds it (not as
+        configured here), and whether its target is the dead-letter queue this provider reads.
+        Needs ``sqs:GetQueueAttributes`` on both queues."""
+        from cronwarden.doctor import DeadLetterPolicy
+
+        attributes = self._sqs.get_queue_attributes(
+            QueueUrl=self.queue_url, AttributeNames=["RedrivePolicy"]
+        ).get("Attributes", {})
+        raw = attributes.get("RedrivePolicy")
+        if not raw:
+            return DeadLetterPolicy(False, None, f"{self.queue_url} has no redrive policy")
+        policy = json.loads(raw)
+        target = str(policy.get("deadLetterTargetArn") or "")
+        try:
+            dlq_arn = self._sqs.get_queue_attributes(
+                QueueUrl=self.dead_letter_url, AttributeNames=["QueueArn"]
+            )["Attributes"]["QueueArn"]
+        except self._sqs.exceptions.QueueDoesNotExist:
+            return DeadLetterPolicy(False, None, f"dead-letter queue {self.dead_letter_url}")
+        if target != dlq_arn:
+            return DeadLetterPolicy(
+                False, None, f"redrive target {target or '?'} is not {dlq_arn} (read by cronwarden)"
+            )
+        limit = int(policy.get("maxReceiveCount") or 0) or None
+        return DeadLetterPolicy(True, limit, f"{self.queue_url} -> {target}")
+
     def dlq_depth(self) -> int:
         response = self._sqs.get_queue_attributes(
             QueueUrl=self.dead_letter_url,

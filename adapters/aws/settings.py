@@ -15,6 +15,10 @@ Environment names (default in brackets):
 * ``CRONWARDEN_AWS_CONNECT_TIMEOUT`` / ``CRONWARDEN_AWS_READ_TIMEOUT``: seconds [5 / 30]
   (SQS long polls add their wait to the read timeout)
 * ``CRONWARDEN_AWS_MAX_ATTEMPTS``: botocore attempts per call, standard retry mode [4]
+* ``CRONWARDEN_AWS_SCHEDULE_GROUP`` / ``CRONWARDEN_AWS_SCHEDULE_PREFIX``: the EventBridge
+  Scheduler group holding the jobs' schedules and their names' prefix (``<prefix>-<job>``), for
+  ``cronwarden doctor`` [unset: schedules not checked; the prefix defaults to the group, as the
+  rendered deployment names them]
 
 Credentials are never settings: boto3's default chain (environment, profile, the Lambda or ECS
 role, instance metadata) provides them, so nothing secret is read, stored or logged here.
@@ -38,6 +42,8 @@ ENV_DEAD_LETTER_QUEUE = "CRONWARDEN_SQS_DEAD_LETTER_QUEUE"
 ENV_DEAD_LETTER_QUEUE_URL = "CRONWARDEN_SQS_DEAD_LETTER_QUEUE_URL"
 ENV_MAX_RECEIVE_COUNT = "CRONWARDEN_SQS_MAX_RECEIVE_COUNT"
 ENV_CREATE_MISSING = "CRONWARDEN_AWS_CREATE_MISSING"
+ENV_SCHEDULE_GROUP = "CRONWARDEN_AWS_SCHEDULE_GROUP"
+ENV_SCHEDULE_PREFIX = "CRONWARDEN_AWS_SCHEDULE_PREFIX"
 ENV_CONNECT_TIMEOUT = "CRONWARDEN_AWS_CONNECT_TIMEOUT"
 ENV_READ_TIMEOUT = "CRONWARDEN_AWS_READ_TIMEOUT"
 ENV_MAX_ATTEMPTS = "CRONWARDEN_AWS_MAX_ATTEMPTS"
@@ -72,6 +78,8 @@ class AwsSettings:
     connect_timeout: float = 5.0
     read_timeout: float = 30.0
     max_attempts: int = 4
+    schedule_group: str | None = None
+    schedule_prefix: str | None = None  #: ``None``: the group's name
 
     def __post_init__(self) -> None:
         if not 1 <= self.max_receive_count <= MAX_RECEIVE_COUNT_LIMIT:
@@ -127,6 +135,8 @@ class AwsSettings:
             "connect_timeout": number(ENV_CONNECT_TIMEOUT, 5.0, float),
             "read_timeout": number(ENV_READ_TIMEOUT, 30.0, float),
             "max_attempts": number(ENV_MAX_ATTEMPTS, 4, int),
+            "schedule_group": text(ENV_SCHEDULE_GROUP),
+            "schedule_prefix": text(ENV_SCHEDULE_PREFIX),
         }
         known = {f.name for f in fields(cls)}
         unknown = set(overrides) - known
@@ -153,6 +163,8 @@ class AwsSettings:
             ENV_QUEUE_URL: self.queue_url,
             ENV_DEAD_LETTER_QUEUE: self.dead_letter_queue,
             ENV_DEAD_LETTER_QUEUE_URL: self.dead_letter_queue_url,
+            ENV_SCHEDULE_GROUP: self.schedule_group,
+            ENV_SCHEDULE_PREFIX: self.schedule_prefix,
         }
         env.update({k: v for k, v in optional.items() if v})
         return env
