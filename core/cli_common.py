@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -320,7 +321,14 @@ def verdict_line(results: Mapping[str, str]) -> tuple[int, str]:
         return EXIT_OK, "no runs to wait for"
     bad = {key: kind for key, kind in results.items() if kind not in GOOD}
     if not bad:
-        return EXIT_OK, f"ok: {len(results)} run(s) succeeded"
+        kinds = Counter(results.values())
+        if set(kinds) == {"succeeded"}:
+            return EXIT_OK, f"ok: {len(results)} run(s) succeeded"
+        # say what did not run: a skipped window (overlap policy, a pause) is no success
+        told = ", ".join(
+            f"{kinds[k]} {k}" for k in ("succeeded", "skipped", "duplicate") if kinds[k]
+        )
+        return EXIT_OK, f"ok: {len(results)} run(s): {told}"
     parts = []
     for kind in sorted(set(bad.values())):
         keys = sorted(k for k, v in bad.items() if v == kind)

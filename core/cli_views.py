@@ -62,10 +62,18 @@ def history_rows(store: Store, job: Any, limit: int) -> list[dict[str, Any]]:
                 "counters": dict(run.counters),
                 "worker": run.owner,
                 "run_id": run.run_id,
-                "error": redact(run.error or ""),
+                "error": redact(run.error or _why_excused(run)),
+                "excused": run.excused,
             }
         )
     return rows
+
+
+def _why_excused(run: RunRecord) -> str:
+    """For an excused window, why it did not run (overlap skip, pause, resolved by hand)."""
+    if not run.excused:
+        return ""
+    return f"excused ({run.excused}): {run.excused_detail}" if run.excused_detail else run.excused
 
 
 def letter_row(letter: Any) -> dict[str, Any]:

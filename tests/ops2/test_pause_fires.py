@@ -118,3 +118,38 @@ def test_a_run_holding_the_lock_finishes_and_hands_the_lock_to_the_pause(store: 
     assert w.run(W2) is OutcomeKind.SKIPPED
     assert w.record(W2).excused == "paused"
     assert w.ran == [W1]
+
+
+def test_cli_run_once_of_a_paused_job_excuses_its_window_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from cronwarden.cli import cli
+
+    module = tmp_path / "paused_jobs.py"
+    module.write_text(
+        "import cronwarden\n"
+        "@cronwarden.job('hourly', cron='0 * * * *', max_runtime='10m')\n"
+        "def hourly(ctx):\n    raise SystemExit('a paused job ran')\n"
+    )
+    monkeypatch.setenv("CRONWARDEN_LOCAL_PATH", str(tmp_path / "cli.db"))
+    jobs = ["--jobs", str(module)]
+    paused = CliRunner().invoke(cli, ["pause", *jobs, "--reason", "vendor outage", "hourly"])
+    assert paused.exit_code == 0, paused.output
+    ran = CliRunner().invoke(cli, ["run", *jobs, "--once", "-o", "json"])
+    assert ran.exit_code == 0, ran.output
+    lines = [json.loads(line) for line in ran.output.splitlines() if line.startswith("{")]
+    (verdict,) = [line for line in lines if "result" in line]
+    assert verdict["message"] == "ok: 1 run(s): 1 skipped", verdict
+    shown = CliRunner().invoke(cli, ["history", *jobs, "hourly", "-o", "json"])
+    rows = [json.loads(line) for line in shown.output.splitlines() if line.startswith("{")]
+    (row,) = [r for r in rows if "window" in r]
+    assert row["state"] == "excused" and row["excused"] == "paused"
+    assert "vendor outage" in row["error"]
+    late = CliRunner().invoke(
+        cli, ["pause", *jobs, "--reason", "x", "--until", "2020-01-01", "hourly"]
+    )
+    assert late.exit_code == 2 and "must end in the future" in late.output
