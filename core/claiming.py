@@ -162,13 +162,17 @@ class Claimer:
                 opened = self._opened(recorded=1)
             else:
                 existing_run = self.store.get(run_k)
-                existing_lock = self.store.get(lock_k)
+                # a finished window's duplicate is judged by its run record alone
+                settled = _settled_by_run(existing_run, request, redrive)
+                existing_lock = None if settled else self.store.get(lock_k)
                 now = self.clock()
                 refusal = self.judge(
                     job, request, existing_run, existing_lock, payload_fp, redrive, now, log
                 )
                 if refusal is not None:
                     return refusal
+                if settled:  # judge refuses every settled case; read the lock all the same
+                    existing_lock = self.store.get(lock_k)
                 if existing_lock is not None:  # a pause on the lock stays on it
                     carried = LockRecord.from_data(existing_lock.data)
                     if carried.paused(now):
@@ -529,6 +533,21 @@ class Claimer:
         if redrive > old.redrive:  # a redriven dead letter gets a fresh attempt budget
             run = run.with_(redrive=redrive, budget_start=old.attempt)
         return run
+
+
+def _settled_by_run(record: Record | None, request: RunRequest, redrive: int) -> bool:
+    """Whether the run record alone decides the claim (the lock need not be read): the window
+    succeeded, was excused for a scheduled fire, or is dead-lettered, and this delivery is not
+    a newer generation (a re-run or redrive). :meth:`Claimer.judge` refuses those without
+    looking at the lock (duplicate, dead letter, or a payload mismatch)."""
+    if record is None:
+        return False
+    run = RunRecord.from_data(record.data)
+    if redrive > run.redrive:
+        return False
+    if run.state is RunState.EXCUSED:
+        return request.reason == "schedule" and not redrive
+    return run.state in (RunState.SUCCEEDED, RunState.DEAD_LETTERED)
 
 
 def _backoff(job: Job, attempt: int) -> float:
