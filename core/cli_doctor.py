@@ -7,18 +7,13 @@ import sys
 
 import click
 
+from .cli_common import JOBS, PROVIDER, setup
 from .durations import parse_duration
 
 
 @click.command()
-@click.option("--jobs", "-j", "jobs_target", required=True, help="Job module (dotted or .py).")
-@click.option(
-    "--provider",
-    envvar="CRONWARDEN_PROVIDER",
-    default="local",
-    show_default=True,
-    help="local | gcp | azure | postgres ($CRONWARDEN_PROVIDER).",
-)
+@JOBS
+@PROVIDER
 @click.option(
     "--config",
     envvar="CRONWARDEN_ALERTING_CONFIG",
@@ -55,14 +50,10 @@ def doctor(
 
     One line per check, with the fix; exit 1 on any failure. Never runs a job."""
     from .alerting.settings import load_settings
-    from .config import load_jobs, provider_from_env
     from .doctor import Doctor, failed
-    from .logs import configure
 
-    configure()
-    jobs = load_jobs(jobs_target)
     alerting = load_settings(config)
-    prov = provider_from_env(provider)
+    jobs, prov = setup(jobs_target, provider)
     try:
         checks = Doctor(
             jobs,
@@ -83,14 +74,8 @@ def doctor(
 
 
 @click.command()
-@click.option("--jobs", "-j", "jobs_target", required=True, help="Job module (dotted or .py).")
-@click.option(
-    "--provider",
-    envvar="CRONWARDEN_PROVIDER",
-    default="local",
-    show_default=True,
-    help="local | gcp | azure | postgres ($CRONWARDEN_PROVIDER).",
-)
+@JOBS
+@PROVIDER
 @click.option(
     "--config",
     envvar="CRONWARDEN_ALERTING_CONFIG",
@@ -103,18 +88,11 @@ def drill(jobs_target: str, provider: str, config: str | None, job_name: str) ->
     second run must be refused and logged naming the holder) on a shadow of JOB_NAME; the
     real job's windows, counters and records are not touched. Exit 1 if either fails."""
     from .alerting.settings import load_settings
-    from .config import load_jobs, provider_from_env
     from .drill import Drill
-    from .logs import configure
 
-    configure()
-    jobs = load_jobs(jobs_target)
-    job = jobs.get(job_name)
-    if job is None:
-        known = ", ".join(j.name for j in jobs) or "none"
-        raise click.UsageError(f"unknown job {job_name!r} (known: {known})")
     router = load_settings(config).router()
-    prov = provider_from_env(provider)
+    jobs, prov = setup(jobs_target, provider, job_name=job_name)
+    job = jobs[job_name]
     try:
         report = Drill(job, prov.store(), router).run()
     finally:

@@ -9,6 +9,8 @@ from typing import Any
 
 import click
 
+from .cli_common import JOBS, PROVIDER
+
 _RELATIVE = re.compile(r"^\d+[smhdw]?(\d+[smhd])*$")
 
 
@@ -28,25 +30,17 @@ def _when(text: str | None, now: datetime) -> datetime | None:
 
 
 def _open(jobs_target: str, provider: str, name: str) -> tuple[Any, Any]:
-    from .config import load_jobs, provider_from_env
+    from .cli_common import setup
 
-    jobs = load_jobs(jobs_target)
-    if name not in jobs:
-        known = ", ".join(j.name for j in jobs) or "none"
-        raise click.UsageError(f"unknown job {name!r} (known: {known})")
-    return jobs, provider_from_env(provider)
+    return setup(jobs_target, provider, job_name=name)  # type: ignore[no-any-return]
 
 
-_JOBS = click.option("--jobs", "-j", "jobs_target", required=True, help="Job module.")
-_PROVIDER = click.option(
-    "--provider", envvar="CRONWARDEN_PROVIDER", default="local", show_default=True
-)
 _BY = click.option("--by", help="Who (default: $USER@host).")
 
 
 @click.command()
-@_JOBS
-@_PROVIDER
+@JOBS
+@PROVIDER
 @_BY
 @click.option("--reason", required=True, help="Why (shown in status and the audit log).")
 @click.option("--until", help="ISO time or duration (8h); default: until resumed.")
@@ -83,8 +77,8 @@ def pause(
 
 
 @click.command()
-@_JOBS
-@_PROVIDER
+@JOBS
+@PROVIDER
 @_BY
 @click.argument("job_name")
 def resume(jobs_target: str, provider: str, by: str | None, job_name: str) -> None:
@@ -108,8 +102,8 @@ def resume(jobs_target: str, provider: str, by: str | None, job_name: str) -> No
 
 
 @click.command()
-@_JOBS
-@_PROVIDER
+@JOBS
+@PROVIDER
 @_BY
 @click.option("--until", required=True, help="ISO time or duration (8h).")
 @click.option("--reason", default="", help="Why.")
@@ -135,6 +129,8 @@ def snooze(
             now=now,
             reason=reason,
         )
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--until") from None
     finally:
         prov.close()
     get_logger("ops").info("%s snoozed", job_name, extra={"event": "job.snoozed", "job": job_name})
@@ -142,8 +138,8 @@ def snooze(
 
 
 @click.command()
-@_JOBS
-@_PROVIDER
+@JOBS
+@PROVIDER
 @_BY
 @click.argument("job_name")
 def unsnooze(jobs_target: str, provider: str, by: str | None, job_name: str) -> None:
