@@ -113,6 +113,7 @@ def _root(
     extra_requirements: str,
     gcp_worker: str = "push",
     watched: CloudRenderer | None = None,
+    watcher_provider: str = "",
 ) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     renderer = renderers.get(provider)
@@ -125,12 +126,14 @@ def _root(
         watched=watched,
         worker=gcp_worker,
         source=source,
+        watcher_provider=watcher_provider,
     )
     for name, items in renderer.root(options).items():
         _write(folder, name, items)
     external = options.external_watcher
-    if watcher_only and watched is not None and watched.watcher_requirements:
-        reads = "".join(f"{line}\n" for line in watched.watcher_requirements)
+    if watcher_only and watched is not None:
+        needs = (*watched.watcher_requirements, *watched.watched_by(prefix, provider).requirements)
+        reads = "".join(f"{line}\n" for line in dict.fromkeys(needs))
         extra_requirements = reads + extra_requirements
     package = folder / "function"
     write_package(
@@ -230,6 +233,7 @@ def render(
         wheel=wheel_path,
         extra_requirements=extra,
         gcp_worker=worker,
+        watcher_provider=watcher,
     )
     if watcher != provider:
         roots.append(target / "watcher")
