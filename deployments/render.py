@@ -158,12 +158,18 @@ def _root(
             watcher_here=watcher_here,
             watcher_only=watcher_only,
             gcp_worker=gcp_worker if provider == "gcp" and not watcher_only else "push",
+            watcher_provider=watcher_provider,
         )
     (folder / "README.md").write_text(readme, encoding="utf-8")
     if renderer.tfvars_example is not None:
         tfvars = renderer.tfvars_example(options)
     else:
-        tfvars = tfvars_example(provider, watcher_only=watcher_only, external_watcher=external)
+        tfvars = tfvars_example(
+            provider,
+            watcher_only=watcher_only,
+            external_watcher=external,
+            watcher_provider=watcher_provider,
+        )
     (folder / "terraform.tfvars.example").write_text(tfvars, encoding="utf-8")
 
 
