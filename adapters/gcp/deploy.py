@@ -214,7 +214,9 @@ _WATCHER_SCHEDULE = _variable(
 )
 
 
-def variables(external_watcher: bool, watcher_provider: str = "azure", prefix: str = "") -> list[Item]:
+def variables(
+    external_watcher: bool, watcher_provider: str = "azure", prefix: str = ""
+) -> list[Item]:
     items: list[Item] = [
         _variable("project", "string", "GCP project id."),
         _variable(
