@@ -159,8 +159,9 @@ def root_readme(
     watcher_here: bool,
     watcher_only: bool,
     gcp_worker: str = "push",
+    watcher_provider: str = "",
 ) -> str:
-    """README.md of one rendered root module."""
+    """README.md of one rendered root module (``watcher_provider``: where the watcher runs)."""
     cloud = _cloud_name(provider)
     lines = [f"# cronwarden deployment: {cloud}", ""]
     if watcher_only:
@@ -205,7 +206,9 @@ def root_readme(
     if watcher_here:
         webhook = _GCP_WEBHOOK if provider == "gcp" else _AZURE_WEBHOOK.format(prefix=prefix)
         lines += ["## Alert webhook (optional)", "", webhook, ""]
-    if not watcher_here:
+    if not watcher_here and watcher_provider == "aws" and not watcher_only:
+        lines += ["## Watcher on AWS", "", _AWS_WATCHER[provider], ""]
+    elif not watcher_here:
         lines += [
             "## Watcher in the other cloud",
             "",
@@ -228,7 +231,29 @@ def root_readme(
     return "\n".join(lines)
 
 
-def tfvars_example(provider: str, *, watcher_only: bool, external_watcher: bool) -> str:
+_AWS_WATCHER = {
+    "gcp": (
+        "The liveness watcher is a Lambda function rendered into `watcher/`. This module\n"
+        "grants it access through workload identity federation from its execution role (a\n"
+        "pool with an AWS provider trusting `aws_account_id`, bound to the role\n"
+        "`aws_watcher_role_name` only): no key exists anywhere. Apply this module first (the\n"
+        "role name defaults to the one `watcher/` creates), then `watcher/` with the outputs\n"
+        "`external_watcher_provider` and `external_watcher_service_account`\n"
+        "(docs/deploy-aws.md in cronwarden)."
+    ),
+    "azure": (
+        "The liveness watcher is a Lambda function rendered into `watcher/`. A Lambda role has\n"
+        "no token Entra ID can federate, so the watcher signs in as a service principal you\n"
+        "create outside Terraform (`aws_watcher_principal_id`); this module gives it Storage\n"
+        "Table Data Contributor and Service Bus Data Receiver, nothing else. Its client\n"
+        "secret lives only in AWS Secrets Manager (`watcher/README.md`), never in Terraform."
+    ),
+}
+
+
+def tfvars_example(
+    provider: str, *, watcher_only: bool, external_watcher: bool, watcher_provider: str = ""
+) -> str:
     """terraform.tfvars.example: the variables a user must (or may) set."""
     if provider == "gcp" and watcher_only:
         return (
@@ -247,7 +272,9 @@ def tfvars_example(provider: str, *, watcher_only: bool, external_watcher: bool)
             'firestore_location = "eur3"\n'
             '# notification_channels = ["projects/my-project/notificationChannels/123"]\n'
         )
-        if external_watcher:
+        if external_watcher and watcher_provider == "aws":
+            text += 'aws_account_id = "123456789012"\n'
+        elif external_watcher:
             text += (
                 'azure_tenant_id            = "00000000-0000-0000-0000-000000000000"\n'
                 'azure_watcher_principal_id = "00000000-0000-0000-0000-000000000000"\n'
@@ -264,6 +291,8 @@ def tfvars_example(provider: str, *, watcher_only: bool, external_watcher: bool)
             "gcp_watcher_service_account    = "
             '"cronwarden-ext-watcher@my-project.iam.gserviceaccount.com"\n'
         )
+    elif external_watcher and watcher_provider == "aws":
+        text += 'aws_watcher_principal_id = "00000000-0000-0000-0000-000000000000"\n'
     elif external_watcher:
         text += 'gcp_watcher_service_account_unique_id = "123456789012345678901"\n'
     else:

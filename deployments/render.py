@@ -113,6 +113,7 @@ def _root(
     extra_requirements: str,
     gcp_worker: str = "push",
     watched: CloudRenderer | None = None,
+    watcher_provider: str = "",
 ) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     renderer = renderers.get(provider)
@@ -125,12 +126,14 @@ def _root(
         watched=watched,
         worker=gcp_worker,
         source=source,
+        watcher_provider=watcher_provider,
     )
     for name, items in renderer.root(options).items():
         _write(folder, name, items)
     external = options.external_watcher
-    if watcher_only and watched is not None and watched.watcher_requirements:
-        reads = "".join(f"{line}\n" for line in watched.watcher_requirements)
+    if watcher_only and watched is not None:
+        needs = (*watched.watcher_requirements, *watched.watched_by(prefix, provider).requirements)
+        reads = "".join(f"{line}\n" for line in dict.fromkeys(needs))
         extra_requirements = reads + extra_requirements
     package = folder / "function"
     write_package(
@@ -155,12 +158,18 @@ def _root(
             watcher_here=watcher_here,
             watcher_only=watcher_only,
             gcp_worker=gcp_worker if provider == "gcp" and not watcher_only else "push",
+            watcher_provider=watcher_provider,
         )
     (folder / "README.md").write_text(readme, encoding="utf-8")
     if renderer.tfvars_example is not None:
         tfvars = renderer.tfvars_example(options)
     else:
-        tfvars = tfvars_example(provider, watcher_only=watcher_only, external_watcher=external)
+        tfvars = tfvars_example(
+            provider,
+            watcher_only=watcher_only,
+            external_watcher=external,
+            watcher_provider=watcher_provider,
+        )
     (folder / "terraform.tfvars.example").write_text(tfvars, encoding="utf-8")
 
 
@@ -230,6 +239,7 @@ def render(
         wheel=wheel_path,
         extra_requirements=extra,
         gcp_worker=worker,
+        watcher_provider=watcher,
     )
     if watcher != provider:
         roots.append(target / "watcher")

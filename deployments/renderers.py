@@ -57,6 +57,9 @@ class RootOptions:
     watched: CloudRenderer | None = None
     worker: str = "push"
     source: JobSource | None = None  #: the job module (for workers that import it by name)
+    #: the cloud running the watcher (``""``: unknown, the renderer's ``watcher_host``); a jobs
+    #: root with an external watcher renders the access of a watcher in that cloud
+    watcher_provider: str = ""
 
     @property
     def external_watcher(self) -> bool:
@@ -93,6 +96,8 @@ class Watched:
     #: cloud's secret store (credentials by reference: the value never enters Terraform)
     secret_environment: Mapping[str, str] = field(default_factory=dict)
     cloud: str = ""  #: the jobs' cloud
+    #: requirements the watcher's package needs to read the jobs' cloud from this host
+    requirements: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,9 @@ class CloudRenderer:
     readme: Callable[[Plan, JobSource, RootOptions], str] | None = None
     #: options => terraform.tfvars.example; default: cronwarden.deploy.readme
     tfvars_example: Callable[[RootOptions], str] | None = None
+    #: (prefix, host) => what a watcher on ``host`` needs, when that host reads this cloud
+    #: differently from the defaults above (e.g. another identity federation); None: defaults
+    watched_from: Callable[[str, str], Watched | None] | None = None
 
     @property
     def terraform_modules(self) -> tuple[str, ...]:
@@ -193,6 +201,10 @@ class CloudRenderer:
                 f"a watcher on {host!r} cannot watch jobs on {self.name!r} (its access is "
                 f"rendered for a watcher on {' or '.join(repr(h) for h in hosts)} only)"
             )
+        if self.watched_from is not None:
+            special = self.watched_from(prefix, host)
+            if special is not None:
+                return special
         return Watched(
             self.watcher_variables(),
             self.watcher_environment(prefix),

@@ -22,6 +22,12 @@ Refused at render time: a job whose max runtime plus the margin exceeds Lambda's
 pull worker ``cronwarden run --provider aws`` on ECS/Fargate for such jobs), and crons AWS
 cannot express (both day fields restricted).
 
+A watcher on AWS for jobs in another cloud (``--provider gcp|azure --watcher-provider aws``):
+``watcher/`` is a root module with only the watcher function, its schedule and alarms on its
+alerts, errors and silence (:func:`watcher_root`). It reads GCP by workload identity
+federation from its role (no key) and Azure as a service principal whose secret lives in
+Secrets Manager, read at cold start by reference (:mod:`.secrets`).
+
 A watcher in another cloud (``--watcher-provider gcp|azure``): the root module then runs no
 watcher; it creates an IAM user (``modules/aws/external-reader``: the table and a peek at the
 DLQ, nothing else) and no access key. The key is created outside Terraform and kept in the
@@ -42,7 +48,7 @@ from cronwarden.deploy import renderers as rr
 from cronwarden.deploy.package import JobSource, requirements
 from cronwarden.deploy.spec import JobSpec, Plan
 from cronwarden.durations import DurationLike, parse_duration
-from cronwarden.errors import ConfigurationError, InvalidJobDefinition
+from cronwarden.errors import InvalidJobDefinition
 from cronwarden.jobs import Job
 
 from .functions import LAMBDA_MAX_TIMEOUT
@@ -587,12 +593,146 @@ def jobs_root(options: rr.RootOptions) -> rr.TfFiles:
     )
 
 
+WATCHER_EXPRESSION = "rate(5 minutes)"
+
+
+def watcher_variables(watched: rr.Watched) -> list[hcl.Item]:
+    """Variables of the watcher-only AWS root module (then those of the jobs' cloud)."""
+    keep = {"region", "package", "lambda_runtime", "memory_mb", "log_retention_days"}
+    base = [v for v in _variables() if isinstance(v, hcl.Block) and v.labels[0] in keep]
+    return [
+        *base,
+        _variable(
+            "alert_email",
+            "string",
+            "Subscribed to the alerts topic (the watcher's alerts, errors and silence) when set.",
+            "",
+        ),
+        _variable(
+            "webhook_secret_arn",
+            "string",
+            "Secrets Manager secret holding the watcher's webhook URL (optional).",
+            "",
+        ),
+        _variable(
+            "watcher_expression",
+            "string",
+            "How often the watcher runs (EventBridge Scheduler expression).",
+            WATCHER_EXPRESSION,
+        ),
+        _variable(
+            "endpoint_url",
+            "string",
+            "One endpoint for every AWS API, for local stacks only (empty on AWS).",
+            "",
+        ),
+        *watched.variables,
+    ]
+
+
+def watcher_environment(watched: rr.Watched) -> hcl.Expr:
+    """The watcher's environment: the jobs' cloud's settings, the references of the secrets it
+    reads at cold start (:data:`cronwarden.adapters.aws.secrets.SECRET_ENVIRONMENT_ENV`: ARNs
+    only) and the local endpoint when one is set."""
+    from .secrets import SECRET_ENVIRONMENT_ENV
+
+    env = dict(watched.environment)
+    if watched.secret_environment:
+        refs = ", ".join(f"{k} = var.{v}" for k, v in watched.secret_environment.items())
+        env[SECRET_ENVIRONMENT_ENV] = E(f"jsonencode({{ {refs} }})")
+    text = hcl.render([hcl.Attr("x", env)]).strip()[len("x = ") :]
+    return E(
+        f'merge({_indent(text)}, var.endpoint_url == "" ? {{}} : '
+        "{ CRONWARDEN_AWS_ENDPOINT_URL = var.endpoint_url })"
+    )
+
+
+def watcher_main(prefix: str, watched: rr.Watched) -> list[hcl.Item]:
+    """``main.tf`` of a watcher-only AWS deployment: the watcher function (EventBridge
+    Scheduler every ``var.watcher_expression``) reading the jobs' cloud, and alarms on its
+    alerts, errors and silence. No table, no queue, no job schedule here."""
+    cloud = {"gcp": "GCP", "azure": "Azure"}.get(watched.cloud, watched.cloud)
+    how = (
+        "It reads their credential\nfrom Secrets Manager at cold start, by reference (the "
+        "value never enters Terraform)."
+        if watched.secret_environment
+        else "It reaches them\nthrough workload identity federation from its own role (no key)."
+    )
+    secrets = [E(f"var.{v}") for v in watched.secret_environment.values()]
+    return [
+        hcl.Comment(
+            "Rendered by `cronwarden deploy render --watcher-provider aws`: the liveness\n"
+            f"watcher of jobs running on {cloud}, outside their failure domain. {how}"
+        ),
+        hcl.Block("locals", (), [hcl.Attr("environment", watcher_environment(watched))]),
+        hcl.Block(
+            "module",
+            ("functions",),
+            [
+                hcl.Attr("source", "./modules/aws/functions"),
+                hcl.Attr("prefix", prefix),
+                hcl.Attr("functions", ["watcher"]),
+                hcl.Attr("package", E("var.package")),
+                hcl.Attr("runtime", E("var.lambda_runtime")),
+                hcl.Attr("memory_mb", E("var.memory_mb")),
+                hcl.Attr("worker_timeout_seconds", 60),
+                hcl.Attr("environment", E("local.environment")),
+                hcl.Attr("secret_arns", secrets),
+                hcl.Attr("webhook_secret_arn", E("var.webhook_secret_arn")),
+                hcl.Attr("log_retention_days", E("var.log_retention_days")),
+            ],
+        ),
+        hcl.Block(
+            "module",
+            ("schedules",),
+            [
+                hcl.Attr("source", "./modules/aws/schedules"),
+                hcl.Attr("prefix", prefix),
+                hcl.Attr("jobs", {}),
+                hcl.Attr("with_jobs", False),
+                hcl.Attr("watcher_arn", E('module.functions.function_arns["watcher"]')),
+                hcl.Attr("watcher_expression", E("var.watcher_expression")),
+            ],
+        ),
+        hcl.Block(
+            "module",
+            ("monitoring",),
+            [
+                hcl.Attr("source", "./modules/aws/monitoring"),
+                hcl.Attr("prefix", prefix),
+                hcl.Attr("dead_letter_queues", [names(prefix)["schedules_dlq"]]),
+                hcl.Attr("alert_email", E("var.alert_email")),
+                hcl.Attr("watcher_function_name", f"{prefix}-watcher"),
+                hcl.Attr("watcher_log_group", E('module.functions.log_group_names["watcher"]')),
+            ],
+        ),
+    ]
+
+
+def watcher_outputs() -> list[hcl.Item]:
+    def out(name: str, value: str, description: str) -> hcl.Block:
+        return hcl.Block(
+            "output", (name,), [hcl.Attr("description", description), hcl.Attr("value", E(value))]
+        )
+
+    return [
+        out("watcher_function_arn", 'module.functions.function_arns["watcher"]', "The watcher."),
+        out(
+            "watcher_role_name",
+            "module.functions.role_name",
+            "Its execution role (what the jobs' cloud trusts).",
+        ),
+        out("watcher_role_arn", "module.functions.role_arn", "The same, as an ARN."),
+        out("alerts_topic_arn", "module.monitoring.alerts_topic_arn", "Watcher alarms."),
+    ]
+
+
 def watcher_root(prefix: str, watched: rr.Watched) -> rr.TfFiles:
-    """A watcher-only AWS root module is not rendered yet (the watcher of GCP or Azure jobs
-    stays in those clouds, or on the jobs' side)."""
-    raise ConfigurationError(
-        "--watcher-provider aws for jobs on another cloud is not rendered yet; render the "
-        "watcher in the jobs' cloud or the other one (gcp, azure)"
+    """The root module running only the watcher of jobs on another cloud (``watched``): a
+    Lambda function on its own EventBridge schedule, with alarms on its alerts, errors and
+    silence to an SNS topic."""
+    return rr.tf_files(
+        versions(), watcher_variables(watched), watcher_main(prefix, watched), watcher_outputs()
     )
 
 
@@ -680,8 +820,79 @@ The trigger and the watcher stay Lambda functions.
 """
 
 
+_WATCHER_ONLY = """# cronwarden liveness watcher on AWS ({prefix}), watching jobs on {cloud}
+
+Rendered by `cronwarden deploy render --watcher-provider aws`. The Lambda function
+`{prefix}-watcher` runs every `var.watcher_expression` (EventBridge Scheduler; default
+`{expression}`), reads the jobs' status records and dead-letter depth on {cloud}, and alerts
+(logs, the webhook of `webhook_secret_arn`). CloudWatch alarms page the SNS topic
+`{prefix}-alerts` when it raises an alert, when it fails (it cannot read {cloud}: the jobs are
+unwatched) and when it is not invoked for 15 minutes.
+{access}
+## Deploy
+
+```sh
+pip install --target function -r function/requirements.txt   # Lambda installs nothing itself
+(cd function && zip -qr ../function.zip .)
+terraform init && terraform apply
+```
+"""
+
+_GCP_ACCESS = """
+## Access to GCP: workload identity federation (no key)
+
+The GCP root module (`..`) creates a workload identity pool with an AWS provider trusting
+`aws_account_id`, and lets only this function's role (`watcher_role_name`, default
+`{prefix}-functions`) impersonate a read-only service account. The function signs an STS
+`GetCallerIdentity` request with its role's short-lived credentials (the Lambda environment's
+`AWS_ACCESS_KEY_ID`, `AWS_SESSION_TOKEN`, `AWS_REGION`), Google STS exchanges it: no key exists
+anywhere. Apply the GCP root first, then set here:
+
+```hcl
+gcp_project                    = "<project>"
+gcp_workload_identity_provider = "<output external_watcher_provider>"
+gcp_watcher_service_account    = "<output external_watcher_service_account>"
+```
+
+(`external_watcher_credential_config` is the same configuration as a credential file, for
+`gcloud`/other tools.)
+"""
+
+_AZURE_ACCESS = """
+## Access to Azure: a service principal, its secret in Secrets Manager (by reference)
+
+A Lambda role has no OIDC token that Entra ID could federate, so the watcher signs in as a
+service principal. Create it and its secret outside Terraform (a secret created by Terraform
+would be in the state) and keep the secret only in AWS Secrets Manager:
+
+```sh
+az ad sp create-for-rbac --name {prefix}-aws-watcher --years 1 > sp.json   # no role here
+aws secretsmanager create-secret --name {prefix}/azure-watcher-secret \
+    --secret-string "$(jq -r .password sp.json)" && rm sp.json
+```
+
+The Azure root module (`..`) gives that principal (`aws_watcher_principal_id`: `az ad sp show
+--id <appId> --query id`) Storage Table Data Contributor on the storage account and Service Bus
+Data Receiver on the queue, nothing else. Here set `azure_tenant_id`, `azure_watcher_client_id`
+(the appId), `azure_storage_account`, `azure_servicebus_namespace` and
+`azure_client_secret_arn` (the secret's ARN: the only thing Terraform sees). The function's role
+may read that one secret; it is read at cold start into `AZURE_CLIENT_SECRET`. Rotate with
+`az ad app credential reset --append`, `aws secretsmanager put-secret-value`, then delete the old
+credential (running functions pick the new one up at their next cold start).
+"""
+
+
 def readme_of(plan: Plan, source: JobSource, options: rr.RootOptions) -> str:
     """README.md of the AWS root module."""
+    if options.watcher_only and options.watched is not None:
+        cloud = options.watched.name
+        access = {"gcp": _GCP_ACCESS, "azure": _AZURE_ACCESS}.get(cloud, "")
+        return _WATCHER_ONLY.format(
+            prefix=options.prefix,
+            cloud={"gcp": "GCP", "azure": "Azure"}.get(cloud, cloud),
+            expression=WATCHER_EXPRESSION,
+            access=access.format(prefix=options.prefix),
+        )
     jobs = _plan_jobs(plan)
     text = readme(options.prefix, jobs)
     if on_ecs(jobs):
@@ -692,7 +903,26 @@ def readme_of(plan: Plan, source: JobSource, options: rr.RootOptions) -> str:
 
 
 def tfvars_example(options: rr.RootOptions) -> str:
-    return 'region = "us-east-1"\n# alert_email = "oncall@example.com"\n'
+    text = 'region = "us-east-1"\n# alert_email = "oncall@example.com"\n'
+    if options.watcher_only and options.watched is not None:
+        if options.watched.name == "gcp":
+            text += (
+                'gcp_project = "my-project"\n'
+                'gcp_workload_identity_provider = "projects/123/locations/global/'
+                'workloadIdentityPools/cronwarden-ext-watcher/providers/aws"\n'
+                'gcp_watcher_service_account = "cronwarden-ext-watcher@my-project.iam.'
+                'gserviceaccount.com"\n'
+            )
+        elif options.watched.name == "azure":
+            text += (
+                'azure_tenant_id = "00000000-0000-0000-0000-000000000000"\n'
+                'azure_watcher_client_id = "00000000-0000-0000-0000-000000000000"\n'
+                'azure_storage_account = "cronwardenxyz"\n'
+                'azure_servicebus_namespace = "cronwarden-xyz.servicebus.windows.net"\n'
+                'azure_client_secret_arn = "arn:aws:secretsmanager:us-east-1:123456789012:'
+                'secret:cronwarden/azure-watcher-secret-AbCdEf"\n'
+            )
+    return text
 
 
 RENDERER = rr.CloudRenderer(

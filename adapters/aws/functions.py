@@ -24,7 +24,13 @@ Event shapes (as AWS sends them):
   function's event source mapping has ``ReportBatchItemFailures``): Lambda deletes every record
   not listed; a listed record stays and comes back after its visibility timeout, counted by
   ``maxReceiveCount``.
-* **watcher**: any event (a schedule); returns the report summary.
+* **watcher**: any event (a schedule); returns the report summary. The watcher may watch jobs
+  running in another cloud (``CRONWARDEN_PROVIDER=gcp|azure``): the provider is built from the
+  environment like anywhere else, after the secrets ``CRONWARDEN_AWS_SECRET_ENVIRONMENT`` names
+  are read into it (:func:`.secrets.load_secret_environment`, once per execution environment,
+  before the first handler call builds the provider); a GCP reader federates from the function's
+  role (``CRONWARDEN_GCP_WIF_SOURCE=aws``). A watcher that cannot read the other cloud raises:
+  the invocation fails and the deployment's error alarm pages.
 
 **Settlement** (:func:`apply_verdict`): the core worker decides once per record; the verdict is
 applied here. ``ack`` → not listed (Lambda deletes it). ``retry(delay)`` →
@@ -57,7 +63,7 @@ from cronwarden.settlement import Action, Verdict, republish
 
 from .queue import SqsQueue, delivery_of_message
 from .schedules import MalformedTick, due_window, parse_tick
-from .secrets import webhook_url
+from .secrets import load_secret_environment, webhook_url
 
 log = get_logger("aws.functions")
 
@@ -112,6 +118,24 @@ class LambdaRuntime(HostedRuntime):
     ) -> None:
         super().__init__(jobs, provider=provider, settings=settings, notifiers=notifiers)
         self.last_report: Report | None = None
+        self._secrets_loaded = provider is not None
+
+    def load_secrets(self) -> None:
+        """Read the secret environment (:mod:`.secrets`) once, before the provider is built
+        from the environment; a failure raises and is tried again on the next invocation."""
+        if self._secrets_loaded:
+            return
+        with self._lock:
+            if not self._secrets_loaded:
+                names = load_secret_environment()
+                if names:
+                    log.info(
+                        "read %d secret(s) into the environment: %s",
+                        len(names),
+                        ", ".join(names),
+                        extra={"event": "secrets.loaded"},
+                    )
+                self._secrets_loaded = True
 
     def sqs(self) -> SqsQueue:
         return self.queue_of(SqsQueue, "the AWS trigger and worker functions", "aws")
@@ -241,16 +265,19 @@ def make_handlers(
     def trigger(event: Any, context: Any = None) -> dict[str, Any]:
         """EventBridge Scheduler tick → run requests on SQS."""
         check("trigger")
+        runtime.load_secrets()
         return runtime.handle_tick(event)
 
     def worker(event: Any, context: Any = None) -> dict[str, Any]:
         """SQS batch → executions → partial batch response."""
         check("worker")
+        runtime.load_secrets()
         return runtime.handle_batch(event)
 
     def watcher(event: Any, context: Any = None) -> dict[str, Any]:
         """Liveness check of every job and the dead-letter queue."""
         check("watcher")
+        runtime.load_secrets()
         return runtime.handle_watcher()
 
     for fn in (trigger, worker, watcher):

@@ -118,6 +118,7 @@ def variables(
     external_watcher: bool = False,
     watcher_only: bool = False,
     prefix: str = DEFAULT_NAME,
+    watcher_provider: str = "gcp",
 ) -> list[Item]:
     items: list[Item] = [
         _variable("name", "string", "Prefix of every resource name.", prefix),
@@ -155,7 +156,16 @@ def variables(
         )
     if not external_watcher:  # the app runs the watcher: it may notify a webhook
         items += _webhook_variables(prefix)
-    if external_watcher:
+    if external_watcher and watcher_provider == "aws":
+        items.append(
+            _variable(
+                "aws_watcher_principal_id",
+                "string",
+                "Object id of the Entra ID service principal the AWS watcher signs in as "
+                "(created outside Terraform: README.md).",
+            )
+        )
+    elif external_watcher:
         items.append(
             _variable(
                 "gcp_watcher_service_account_unique_id",
@@ -275,10 +285,123 @@ def external_watcher_variables() -> list[Item]:
     ]
 
 
+AWS_SECRET_VARIABLE = "azure_client_secret_arn"  # noqa: S105 - a variable name
+#: what a watcher on AWS reads from Secrets Manager: azure-identity's EnvironmentCredential name
+AWS_WATCHER_SECRETS = {"AZURE_CLIENT_SECRET": AWS_SECRET_VARIABLE}
+#: what a watcher on AWS needs to read Table Storage and the dead-letter queue
+WATCHER_READS = ("azure-data-tables>=12.5", "azure-servicebus>=7.12", "azure-identity>=1.15")
+
+
+def aws_watcher_environment(prefix: str) -> dict[str, Any]:
+    """Environment of a watcher on AWS (a Lambda function) watching the jobs on Azure: it signs
+    in as a service principal (``AZURE_TENANT_ID``, ``AZURE_CLIENT_ID`` here; the client secret
+    read from Secrets Manager at cold start, :data:`AWS_WATCHER_SECRETS`)."""
+    env = external_watcher_environment(prefix)
+    del env[ENV_FEDERATION], env[ENV_FUNCTIONS]
+    return env
+
+
+def aws_watcher_inputs() -> list[Item]:
+    """The variables :func:`aws_watcher_environment` and :data:`AWS_WATCHER_SECRETS` use."""
+    return [
+        _variable("azure_tenant_id", "string", "Entra ID tenant of the jobs' subscription."),
+        _variable(
+            "azure_watcher_client_id",
+            "string",
+            "Application (client) id of the watcher's service principal (README.md).",
+        ),
+        _variable("azure_storage_account", "string", "Storage account holding the job records."),
+        _variable(
+            "azure_servicebus_namespace",
+            "string",
+            "Fully qualified Service Bus namespace (<name>.servicebus.windows.net).",
+        ),
+        Block(
+            "variable",
+            (AWS_SECRET_VARIABLE,),
+            [
+                Attr(
+                    "description",
+                    "ARN of the Secrets Manager secret holding the service principal's client "
+                    "secret (created outside Terraform: README.md).",
+                ),
+                Attr("type", Expr("string")),
+                Block(
+                    "validation",
+                    (),
+                    [
+                        Attr(
+                            "condition",
+                            Expr(
+                                f'can(regex("^arn:aws[a-z-]*:secretsmanager:", '
+                                f"var.{AWS_SECRET_VARIABLE}))"
+                            ),
+                        ),
+                        Attr(
+                            "error_message",
+                            f"{AWS_SECRET_VARIABLE} is the ARN of a Secrets Manager secret, "
+                            "not the secret itself.",
+                        ),
+                    ],
+                ),
+            ],
+        ),
+    ]
+
+
+def watched_from(prefix: str, host: str) -> rr.Watched | None:
+    """A watcher on AWS signs in with a service principal secret kept in Secrets Manager."""
+    if host != "aws":
+        return None
+    return rr.Watched(
+        aws_watcher_inputs(),
+        aws_watcher_environment(prefix),
+        dict(AWS_WATCHER_SECRETS),
+        "azure",
+        WATCHER_READS,
+    )
+
+
+def _external_reader(watcher_provider: str) -> Block:
+    """The access of the watcher in another cloud (GCP: federation; AWS: a service principal)."""
+    if watcher_provider == "aws":
+        return _module(
+            "external_watcher",
+            "external-principal",
+            tf.refs(
+                {
+                    "principal_id": "var.aws_watcher_principal_id",
+                    "storage_account_id": "module.base.storage_account_id",
+                    "queue_id": "module.servicebus.queue_id",
+                }
+            ),
+            tags=False,
+        )
+    return _module(
+        "external_watcher",
+        "external-reader",
+        _in_group(
+            {"name": '"${var.name}-ext-watcher"'},
+            {
+                "location": "var.location",
+                "google_service_account_unique_id": ("var.gcp_watcher_service_account_unique_id"),
+                "storage_account_id": "module.base.storage_account_id",
+                "queue_id": "module.servicebus.queue_id",
+            },
+        ),
+        tags=False,
+    )
+
+
 def main(
-    plan_jobs: dict[str, dict[str, Any]], *, watcher_here: bool, prefix: str = DEFAULT_NAME
+    plan_jobs: dict[str, dict[str, Any]],
+    *,
+    watcher_here: bool,
+    prefix: str = DEFAULT_NAME,
+    watcher_provider: str = "gcp",
 ) -> list[Item]:
-    """``main.tf`` for the jobs of a plan (``plan_jobs``: name => settings object)."""
+    """``main.tf`` for the jobs of a plan (``plan_jobs``: name => settings object); without
+    ``watcher_here`` the access of the watcher on ``watcher_provider`` (gcp or aws)."""
     settings = app_settings(watcher_here=watcher_here, prefix=prefix)
     more_locals = [*_names(), Attr("app_settings", settings)]
     items: list[Item] = [
@@ -319,24 +442,7 @@ def main(
         ),
     ]
     if not watcher_here:
-        items.append(
-            _module(
-                "external_watcher",
-                "external-reader",
-                _in_group(
-                    {"name": '"${var.name}-ext-watcher"'},
-                    {
-                        "location": "var.location",
-                        "google_service_account_unique_id": (
-                            "var.gcp_watcher_service_account_unique_id"
-                        ),
-                        "storage_account_id": "module.base.storage_account_id",
-                        "queue_id": "module.servicebus.queue_id",
-                    },
-                ),
-                tags=False,
-            )
-        )
+        items.append(_external_reader(watcher_provider))
     return items
 
 
@@ -387,7 +493,9 @@ def watcher_main(
     ]
 
 
-def outputs(*, watcher_only: bool = False, external_watcher: bool = False) -> list[Item]:
+def outputs(
+    *, watcher_only: bool = False, external_watcher: bool = False, federated: bool = True
+) -> list[Item]:
     values = {
         "function_app_name": "module.app.name",
         "function_app_principal_id": "module.app.principal_id",
@@ -395,7 +503,7 @@ def outputs(*, watcher_only: bool = False, external_watcher: bool = False) -> li
     }
     if not watcher_only:
         values["servicebus_namespace"] = "local.servicebus_fqdn"
-    if external_watcher:
+    if external_watcher and federated:
         values["external_watcher_client_id"] = "module.external_watcher.client_id"
         values["external_watcher_tenant_id"] = "module.external_watcher.tenant_id"
     return tf.outputs(values)
@@ -406,9 +514,17 @@ def jobs_root(options: rr.RootOptions) -> rr.TfFiles:
     external = options.external_watcher
     jobs = {spec.name: spec.terraform() for spec in options.plan.jobs}
     prefix = options.prefix
-    main_tf = main(jobs, watcher_here=options.watcher_here, prefix=prefix)
-    variables_tf = variables(AZURE_SKU, external_watcher=external, prefix=prefix)
-    return rr.tf_files(versions(), variables_tf, main_tf, outputs(external_watcher=external))
+    watcher_provider = options.watcher_provider or "gcp"
+    main_tf = main(
+        jobs, watcher_here=options.watcher_here, prefix=prefix, watcher_provider=watcher_provider
+    )
+    variables_tf = variables(
+        AZURE_SKU, external_watcher=external, prefix=prefix, watcher_provider=watcher_provider
+    )
+    federated = watcher_provider != "aws"
+    return rr.tf_files(
+        versions(), variables_tf, main_tf, outputs(external_watcher=external, federated=federated)
+    )
 
 
 def watcher_root(prefix: str, watched: rr.Watched) -> rr.TfFiles:
@@ -499,6 +615,8 @@ RENDERER = rr.CloudRenderer(
     jobs_root,
     watcher_root,
     watcher_host="gcp",
+    watcher_hosts=("aws",),
+    watched_from=watched_from,
     watcher_variables=external_watcher_variables,
     watcher_environment=external_watcher_environment,
     check_job=check_job,

@@ -214,7 +214,9 @@ _WATCHER_SCHEDULE = _variable(
 )
 
 
-def variables(external_watcher: bool) -> list[Item]:
+def variables(
+    external_watcher: bool, watcher_provider: str = "azure", prefix: str = ""
+) -> list[Item]:
     items: list[Item] = [
         _variable("project", "string", "GCP project id."),
         _variable(
@@ -239,7 +241,9 @@ def variables(external_watcher: bool) -> list[Item]:
     ]
     if not external_watcher:
         items.append(_webhook_variable())
-    if external_watcher:
+    if external_watcher and watcher_provider == "aws":
+        items += aws_watcher_variables(prefix or "cronwarden")
+    elif external_watcher:
         items += [
             _variable("azure_tenant_id", "string", "Entra ID tenant of the external watcher."),
             _variable(
@@ -256,6 +260,51 @@ def variables(external_watcher: bool) -> list[Item]:
             ),
         ]
     return items
+
+
+def aws_watcher_variables(prefix: str) -> list[Item]:
+    """The variables of the access a watcher on AWS gets (``modules/gcp/aws-reader``)."""
+    return [
+        _variable("aws_account_id", "string", "12-digit AWS account running the watcher."),
+        _variable(
+            "aws_watcher_role_name",
+            "string",
+            "Execution role of the AWS watcher function (output watcher_role_name of the "
+            "watcher root module).",
+            f"{prefix}-functions",
+        ),
+    ]
+
+
+def _external_reader(prefix: str, watcher_provider: str) -> Block:
+    """The access of the watcher in another cloud: workload identity federation, no key."""
+    n = names(prefix)
+    if watcher_provider == "aws":
+        kind = "aws-reader"
+        refs = {
+            "aws_account_id": "var.aws_account_id",
+            "aws_role_name": "var.aws_watcher_role_name",
+            "dead_letter_subscription": "module.dead_letter.subscription_name",
+        }
+    else:
+        kind = "external-reader"
+        refs = {
+            "azure_tenant_id": "var.azure_tenant_id",
+            "azure_principal_id": "var.azure_watcher_principal_id",
+            "audience": "var.azure_watcher_audience",
+            "dead_letter_subscription": "module.dead_letter.subscription_name",
+        }
+    return _module(
+        "external_watcher",
+        kind,
+        [
+            Attr("project_number", Expr("data.google_project.this.number")),
+            Attr("name", n["external_watcher"]),
+            *tf.refs(refs),
+        ],
+        labels=False,
+        after_apis=False,
+    )
 
 
 def _module(
@@ -344,8 +393,12 @@ def main(
     *,
     watcher_here: bool,
     worker: str = "push",
+    watcher_provider: str = "azure",
 ) -> list[Item]:
     """``main.tf``: the whole deployment for the jobs of ``plan``.
+
+    Without ``watcher_here`` the watcher runs on ``watcher_provider`` (``azure`` or ``aws``)
+    and this module renders its access (workload identity federation from that cloud).
 
     ``worker="pull"``: no worker function; the worker subscription is a pull subscription read
     by the pull worker (``python -m cronwarden.adapters.gcp.serve``) that the user hosts, as
@@ -509,26 +562,7 @@ def main(
     if watcher_here:
         items.append(_watcher_schedule(prefix))
     else:
-        items.append(
-            _module(
-                "external_watcher",
-                "external-reader",
-                [
-                    Attr("project_number", Expr("data.google_project.this.number")),
-                    Attr("name", n["external_watcher"]),
-                    *tf.refs(
-                        {
-                            "azure_tenant_id": "var.azure_tenant_id",
-                            "azure_principal_id": "var.azure_watcher_principal_id",
-                            "audience": "var.azure_watcher_audience",
-                            "dead_letter_subscription": "module.dead_letter.subscription_name",
-                        }
-                    ),
-                ],
-                labels=False,
-                after_apis=False,
-            )
-        )
+        items.append(_external_reader(prefix, watcher_provider))
     items += [
         _module(
             "state",
@@ -715,7 +749,7 @@ def firestore_fields(config: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def outputs(watcher_here: bool, worker: str = "push") -> list[Item]:
+def outputs(watcher_here: bool, worker: str = "push", watcher_provider: str = "") -> list[Item]:
     items: list[Item] = (
         [
             tf.output("pull_worker_service_account", "google_service_account.pull_worker.email"),
@@ -744,6 +778,10 @@ def outputs(watcher_here: bool, worker: str = "push") -> list[Item]:
                 "external_watcher_service_account": "module.external_watcher.service_account_email",
                 "external_watcher_provider": "module.external_watcher.provider_name",
             }
+        )
+    if not watcher_here and watcher_provider == "aws":
+        items += tf.outputs(
+            {"external_watcher_credential_config": "module.external_watcher.credential_config"}
         )
     return items
 
@@ -841,10 +879,16 @@ def jobs_root(options: rr.RootOptions) -> rr.TfFiles:
         index_config(),
         watcher_here=options.watcher_here,
         worker=options.worker,
+        watcher_provider=options.watcher_provider or "azure",
     )
-    variables_tf = variables(external_watcher=options.external_watcher)
+    variables_tf = variables(
+        options.external_watcher, options.watcher_provider or "azure", options.prefix
+    )
     return rr.tf_files(
-        versions(), variables_tf, main_tf, outputs(options.watcher_here, options.worker)
+        versions(),
+        variables_tf,
+        main_tf,
+        outputs(options.watcher_here, options.worker, options.watcher_provider),
     )
 
 
@@ -852,6 +896,41 @@ def watcher_root(prefix: str, watched: rr.Watched) -> rr.TfFiles:
     """The root module running only the watcher of jobs on another cloud."""
     main_tf = watcher_main(prefix, watched.environment, watched.secret_environment, watched.cloud)
     return rr.tf_files(versions(), watcher_variables(watched.variables), main_tf, watcher_outputs())
+
+
+#: what a watcher on AWS needs to read Firestore and the dead-letter subscription
+WATCHER_READS = ("google-cloud-firestore>=2.16", "google-cloud-pubsub>=2.23", "google-auth>=2.29")
+
+
+def aws_watcher_environment(prefix: str) -> dict[str, Any]:
+    """Environment of a watcher on AWS (a Lambda function) watching the jobs on GCP: it reaches
+    Firestore and the dead-letter subscription by workload identity federation from its role
+    (``CRONWARDEN_GCP_WIF_SOURCE=aws``: no audience, no key)."""
+    env = external_watcher_environment(prefix)
+    del env[ENV_WIF_AUDIENCE]
+    env[settings.WIF_SOURCE_ENV] = "aws"
+    return env
+
+
+def aws_watcher_inputs() -> list[Item]:
+    """The variables :func:`aws_watcher_environment` references (in the AWS watcher root)."""
+    return [
+        v
+        for v in external_watcher_variables()
+        if not (isinstance(v, Block) and v.labels == ("gcp_watcher_audience",))
+    ]
+
+
+def watched_from(prefix: str, host: str) -> rr.Watched | None:
+    """A watcher on AWS federates differently from the Azure one (the defaults)."""
+    if host != "aws":
+        return None
+    return rr.Watched(
+        aws_watcher_inputs(),
+        aws_watcher_environment(prefix),
+        cloud="gcp",
+        requirements=WATCHER_READS,
+    )
 
 
 def check_job(job: rr.JobLimits) -> list[str]:
@@ -909,6 +988,8 @@ RENDERER = rr.CloudRenderer(
     watcher_environment=external_watcher_environment,
     check_job=check_job,
     package=package_files,
+    watcher_hosts=("aws",),
+    watched_from=watched_from,
 )
 
 __all__ = ["RENDERER", "WEBHOOK_ENV"]

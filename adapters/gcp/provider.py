@@ -25,6 +25,8 @@ Environment (all optional except the project; names, defaults and bounds in
                                        (the Azure-hosted watcher), with
 ``CRONWARDEN_GCP_SERVICE_ACCOUNT``     the service account it impersonates and
 ``CRONWARDEN_GCP_WIF_AUDIENCE``        the audience of the Azure managed-identity token
+``CRONWARDEN_GCP_WIF_SOURCE``          ``aws`` for a reader on AWS (Lambda: its role's
+                                       credentials from the environment; no audience)
 =====================================  ===================================================
 
 Without federation settings the clients use Application Default Credentials.
@@ -63,7 +65,11 @@ def _federation_from(settings: GcpSettings, env: Mapping[str, str]) -> Callable[
         from ._federation import federated_credentials
 
         return federated_credentials(
-            settings.wif_provider, settings.service_account, settings.wif_audience, snapshot
+            settings.wif_provider,
+            settings.service_account,
+            settings.wif_audience,
+            snapshot,
+            source=settings.wif_source,
         )
 
     return credentials

@@ -37,6 +37,11 @@ WIF_PROVIDER_ENV = "CRONWARDEN_GCP_WIF_PROVIDER"
 SERVICE_ACCOUNT_ENV = "CRONWARDEN_GCP_SERVICE_ACCOUNT"
 WIF_AUDIENCE_ENV = "CRONWARDEN_GCP_WIF_AUDIENCE"
 FEDERATION_ENVS = (WIF_PROVIDER_ENV, SERVICE_ACCOUNT_ENV, WIF_AUDIENCE_ENV)
+#: where the federated reader runs: ``azure`` (default: a managed-identity token for
+#: :data:`WIF_AUDIENCE_ENV`) or ``aws`` (the Lambda role's credentials sign a GetCallerIdentity
+#: request; no audience)
+WIF_SOURCE_ENV = "CRONWARDEN_GCP_WIF_SOURCE"
+WIF_SOURCES = ("azure", "aws")
 
 DEFAULT_TOPIC = "cronwarden-runs"
 DEFAULT_SUBSCRIPTION = "cronwarden-worker"
@@ -51,8 +56,9 @@ class GcpSettings:
     """The GCP provider's configuration (see the module constants for the names).
 
     ``create_missing`` ``None`` means "on when a Pub/Sub emulator is configured". Retentions
-    ``None`` keep the store's defaults. Federation (all three or none) lets a reader outside GCP
-    (the Azure-hosted watcher) impersonate ``service_account``.
+    ``None`` keep the store's defaults. Federation (all three or none; no audience when
+    ``wif_source`` is ``aws``) lets a reader outside GCP (the watcher hosted on Azure or AWS)
+    impersonate ``service_account``.
     """
 
     project: str = ""
@@ -72,6 +78,7 @@ class GcpSettings:
     wif_provider: str = ""
     service_account: str = ""
     wif_audience: str = ""
+    wif_source: str = "azure"  #: :data:`WIF_SOURCES`
 
     @property
     def creates_missing(self) -> bool:
@@ -91,9 +98,16 @@ class GcpSettings:
             (env_text(env, n) for n in (PROJECT_ENV, *PROJECT_FALLBACK_ENVS) if env_text(env, n)),
             "",
         )
+        source = env_text(env, WIF_SOURCE_ENV, "azure").lower()
+        if source not in WIF_SOURCES:
+            raise ConfigurationError(
+                f"{WIF_SOURCE_ENV}={source!r}: choose {' or '.join(WIF_SOURCES)}"
+            )
+        names = FEDERATION_ENVS if source == "azure" else FEDERATION_ENVS[:2]
         federation = [env_text(env, n) for n in FEDERATION_ENVS]
-        if any(federation) and not all(federation):
-            missing = [n for n, v in zip(FEDERATION_ENVS, federation, strict=True) if not v]
+        needed = federation[: len(names)]
+        if any(needed) and not all(needed):
+            missing = [n for n, v in zip(names, needed, strict=True) if not v]
             raise ConfigurationError(
                 f"workload identity federation also needs {', '.join(missing)}"
             )
@@ -123,6 +137,7 @@ class GcpSettings:
             wif_provider=federation[0],
             service_account=federation[1],
             wif_audience=federation[2],
+            wif_source=source,
         )
 
     def to_env(self) -> dict[str, str]:
@@ -147,6 +162,7 @@ class GcpSettings:
             WIF_PROVIDER_ENV: self.wif_provider,
             SERVICE_ACCOUNT_ENV: self.service_account,
             WIF_AUDIENCE_ENV: self.wif_audience,
+            WIF_SOURCE_ENV: None if self.wif_source == "azure" else self.wif_source,
         }
         return {name: value for name, value in values.items() if value}
 

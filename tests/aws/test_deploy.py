@@ -141,12 +141,52 @@ def test_a_watcher_in_another_cloud_reads_the_aws_jobs_by_reference(
     assert f"cronwarden[{host}]==" in requirements and "boto3>=" in requirements
 
 
-def test_a_watcher_on_aws_of_jobs_elsewhere_is_refused_clearly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs_cloud", ["gcp", "azure"])
+def test_a_watcher_on_aws_watches_jobs_elsewhere_without_a_secret_in_terraform(
+    tmp_path: Path, jobs_cloud: str
+) -> None:
+    """``--provider gcp|azure --watcher-provider aws``: ``watcher/`` is a valid AWS root module
+    with only the watcher function, its schedule and alarms; the jobs' side renders the access
+    (GCP: a workload identity pool trusting the watcher's role; Azure: role assignments of a
+    service principal whose secret is only referenced by ARN)."""
     from cronwarden.deploy.render import render
-    from cronwarden.errors import ConfigurationError
 
-    with pytest.raises(ConfigurationError, match="cannot watch jobs on 'gcp'"):
-        render("gcp", str(QUARTER), tmp_path / "out", watcher_provider="aws")
+    result = render(jobs_cloud, str(QUARTER), tmp_path / "out", watcher_provider="aws")
+    out, watcher = result.out, result.out / "watcher"
+    assert result.roots == (out, watcher)
+    main = " ".join((watcher / "main.tf").read_text().split())
+    assert 'functions = ["watcher"]' in main and "with_jobs = false" in main
+    assert 'watcher_function_name = "cronwarden-watcher"' in main  # errors/silence alarms
+    assert f'CRONWARDEN_PROVIDER = "{jobs_cloud}"' in main
+    assert "table_arn" not in main and "queue_arn" not in main  # no AWS state here
+    assert "make_handlers(jobs_module)" in (watcher / "function" / "handler.py").read_text()
+    jobs_main = " ".join((out / "main.tf").read_text().split())
+    if jobs_cloud == "gcp":
+        assert 'CRONWARDEN_GCP_WIF_SOURCE = "aws"' in main and "secret_arns = []" in main
+        assert "CRONWARDEN_AWS_SECRET_ENVIRONMENT" not in main
+        assert 'source = "./modules/gcp/aws-reader"' in jobs_main
+        reader = (out / "modules/gcp/aws-reader/main.tf").read_text()
+        assert "aws {" in reader and "attribute.aws_role ==" in reader
+        assert "google_service_account_key" not in reader
+        assert "external_watcher_credential_config" in (out / "outputs.tf").read_text()
+        assert 'variable "gcp_watcher_audience"' not in (watcher / "variables.tf").read_text()
+    else:
+        assert "secret_arns = [var.azure_client_secret_arn]" in main
+        assert (
+            "CRONWARDEN_AWS_SECRET_ENVIRONMENT = jsonencode({ AZURE_CLIENT_SECRET = "
+            "var.azure_client_secret_arn })"
+        ) in main
+        assert 'source = "./modules/azure/external-principal"' in jobs_main
+        assert "gcp_watcher" not in (out / "variables.tf").read_text()
+        assert "secretsmanager create-secret" in (watcher / "README.md").read_text()
+    for path in out.rglob("*.tf"):  # nothing secret nor secret-creating is rendered
+        text = path.read_text()
+        for word in ("aws_iam_access_key", "azuread_application_password", '_key" {'):
+            assert word not in text, (path, word)
+    env = _terraform(watcher, tmp_path)
+    _tf(watcher, env, "fmt", "-check", "-recursive")
+    _tf(watcher, env, "init", "-input=false", "-backend=false")
+    assert "Success" in _tf(watcher, env, "validate")
 
 
 def _terraform(folder: Path, tmp_path: Path) -> dict[str, str]:

@@ -20,6 +20,8 @@ CASES = {
     "azure-nightly": ("azure", "nightly_export.py", None),
     "gcp-quarter-hourly-azure-watcher": ("gcp", "quarter_hourly.py", "azure"),
     "azure-quarter-hourly-gcp-watcher": ("azure", "quarter_hourly.py", "gcp"),
+    "gcp-quarter-hourly-aws-watcher": ("gcp", "quarter_hourly.py", "aws"),
+    "azure-quarter-hourly-aws-watcher": ("azure", "quarter_hourly.py", "aws"),
 }
 GCP_WORKER = {"gcp-nightly-pull": "pull"}
 

@@ -35,6 +35,8 @@ CASES = {
     "aws-quarter-hourly-gcp-watcher": ("aws", "quarter_hourly.py", "gcp"),
     "aws-quarter-hourly-azure-watcher": ("aws", "quarter_hourly.py", "azure"),
     "aws-long-jobs-ecs": ("aws", "long_jobs.py", None),
+    "gcp-quarter-hourly-aws-watcher": ("gcp", "quarter_hourly.py", "aws"),
+    "azure-quarter-hourly-aws-watcher": ("azure", "quarter_hourly.py", "aws"),
 }
 GCP_WORKER = {"gcp-nightly-pull": "pull"}
 

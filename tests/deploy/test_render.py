@@ -60,7 +60,8 @@ def test_golden(case: str, rendered: dict[str, Rendered]) -> None:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_modules_are_verbatim_copies(case: str, rendered: dict[str, Rendered]) -> None:
     for root in rendered[case].roots:
-        for part in ("common/settings", "gcp" if (root / "modules/gcp").exists() else "azure"):
+        cloud = next(c for c in ("gcp", "azure", "aws") if (root / "modules" / c).exists())
+        for part in ("common/settings", cloud):
             cmp = filecmp.dircmp(files.terraform_modules() / part, root / "modules" / part)
             assert not (cmp.left_only or cmp.right_only or cmp.diff_files), part
 

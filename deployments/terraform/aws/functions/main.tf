@@ -1,6 +1,8 @@
 # The three Lambda functions (trigger, worker, watcher) from one package, their log groups, one
 # execution role with least privilege (the state table and its index, the two queues, its own
 # log groups), and the worker's SQS event source mapping with partial batch responses.
+# A watcher-only deployment (jobs in another cloud) has no table nor queue here: its role reads
+# only the secrets it is given (secret_arns) and writes its logs.
 
 terraform {
   required_version = ">= 1.5"
@@ -48,21 +50,33 @@ variable "environment" {
 }
 
 variable "table_arn" {
-  type = string
+  description = "\"\" when the state lives in another cloud (a watcher-only deployment)."
+  type        = string
+  default     = ""
 }
 
 variable "queue_arn" {
-  type = string
+  description = "\"\" when the state lives in another cloud (a watcher-only deployment)."
+  type        = string
+  default     = ""
 }
 
 variable "dead_letter_queue_arn" {
-  type = string
+  description = "\"\" when the state lives in another cloud (a watcher-only deployment)."
+  type        = string
+  default     = ""
 }
 
 variable "webhook_secret_arn" {
   description = "Secrets Manager secret holding the watcher's webhook URL (read by reference)."
   type        = string
   default     = ""
+}
+
+variable "secret_arns" {
+  description = "Secrets Manager secrets the functions read at cold start (another cloud's credential)."
+  type        = list(string)
+  default     = []
 }
 
 variable "log_retention_days" {
@@ -100,29 +114,43 @@ resource "aws_iam_role" "functions" {
 }
 
 data "aws_iam_policy_document" "functions" {
-  statement {
-    sid = "State"
-    actions = [
-      "dynamodb:GetItem",
-      "dynamodb:Query",
-      "dynamodb:PutItem",
-      "dynamodb:UpdateItem",
-      "dynamodb:DeleteItem",
-      "dynamodb:ConditionCheckItem",
-    ]
-    resources = [var.table_arn, "${var.table_arn}/index/by-kind"]
+  dynamic "statement" {
+    for_each = var.table_arn == "" ? [] : [var.table_arn]
+    content {
+      sid = "State"
+      actions = [
+        "dynamodb:GetItem",
+        "dynamodb:Query",
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:ConditionCheckItem",
+      ]
+      resources = [statement.value, "${statement.value}/index/by-kind"]
+    }
   }
-  statement {
-    sid = "Queues"
-    actions = [
-      "sqs:SendMessage",
-      "sqs:ReceiveMessage",
-      "sqs:DeleteMessage",
-      "sqs:ChangeMessageVisibility",
-      "sqs:GetQueueAttributes",
-      "sqs:GetQueueUrl",
-    ]
-    resources = [var.queue_arn, var.dead_letter_queue_arn]
+  dynamic "statement" {
+    for_each = var.queue_arn == "" ? [] : [var.queue_arn]
+    content {
+      sid = "Queues"
+      actions = [
+        "sqs:SendMessage",
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:GetQueueAttributes",
+        "sqs:GetQueueUrl",
+      ]
+      resources = [statement.value, var.dead_letter_queue_arn]
+    }
+  }
+  dynamic "statement" {
+    for_each = length(var.secret_arns) == 0 ? [] : [var.secret_arns]
+    content {
+      sid       = "WatchedCloudCredential"
+      actions   = ["secretsmanager:GetSecretValue"]
+      resources = statement.value
+    }
   }
   dynamic "statement" {
     for_each = var.webhook_secret_arn == "" ? [] : [var.webhook_secret_arn]
@@ -195,4 +223,12 @@ output "function_arns" {
 
 output "role_arn" {
   value = aws_iam_role.functions.arn
+}
+
+output "role_name" {
+  value = aws_iam_role.functions.name
+}
+
+output "log_group_names" {
+  value = { for name, group in aws_cloudwatch_log_group.function : name => group.name }
 }
