@@ -622,6 +622,7 @@ RENDERER = rr.CloudRenderer(
     check_job=check_job,
     timer_schedule=utc_ncrontab,
     package=package_files,
+    watcher_requirements=WATCHER_READS,  # a watcher elsewhere reads this cloud with these
 )
 
 __all__ = ["RENDERER", "WEBHOOK_ENV"]

@@ -990,6 +990,7 @@ RENDERER = rr.CloudRenderer(
     package=package_files,
     watcher_hosts=("aws",),
     watched_from=watched_from,
+    watcher_requirements=WATCHER_READS,  # a watcher elsewhere reads this cloud with these
 )
 
 __all__ = ["RENDERER", "WEBHOOK_ENV"]
