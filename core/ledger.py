@@ -2,19 +2,30 @@
 (store ops) that record their progress.
 
 The ledger decides; it never writes. :meth:`Ledger.claim` turns a batch of items into the
-items to yield and the marks to commit (the caller commits them through the lease, fenced,
-together with the marks still owed: :meth:`Ledger.outgoing`); :meth:`Ledger.take_final` gives
-the marks left for the completion (or failure) commit.
+items to yield and one new *page* (:class:`~cronwarden.records.ItemPage`: the batch's keys,
+fingerprints and states in one record; several when it would exceed the store's
+``max_page_bytes``); :meth:`Ledger.outgoing` gives every mark owed (new pages written whole,
+pages whose states changed since the store last acknowledged them as a ``states`` update) for
+the caller to commit through the lease, fenced; :meth:`Ledger.final` gives the marks left for
+the completion (or failure) commit. A batch of N items thus costs one record write to claim
+and one to mark done, on every store.
 
 Durability rule: a mark is forgotten only once the store acknowledged the write carrying it
-(:meth:`Ledger.acknowledge`). A write that failed leaves its *done* / *released* marks owed, so
-they ride on the next write, the failure and completion commits included.
+(:meth:`Ledger.acknowledge`). A write that failed leaves its pages owed, so they ride on the
+next write, the failure and completion commits included. A page whose first write was never
+acknowledged is written whole again (its *pending* mark may never have landed).
+
+Reading (:meth:`Ledger.load`, :func:`read_items`): one query of the window's ``item`` records,
+pages and the per-item records of operators' resolutions and of versions before pages alike;
+an item mentioned by several takes the state of the highest rank (a later owner's page, then a
+resolution).
 """
 
 from __future__ import annotations
 
 import enum
 import hashlib
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -22,13 +33,27 @@ from typing import Any, Generic, TypeVar
 
 from .errors import FingerprintMismatch
 from .model import fingerprint
-from .ports import ITEM, Merge, Op, Record, Store
-from .records import ItemRecord, item_key_of, item_state
+from .ports import ITEM, Key, Merge, Op, Record, Store
+from .records import (
+    PAGE_TAG,
+    STATE_CODES,
+    ItemPage,
+    ItemRecord,
+    is_page,
+    item_rank,
+    page_key_of,
+)
 
 T = TypeVar("T")
 MAX_ITEM_KEY_CHARS = 200
+#: bytes one item can take in a page's JSON at worst (a 200-character key of escaped
+#: astral characters, its fingerprint, separators): bounds the pages a batch needs
+WORST_ITEM_BYTES = MAX_ITEM_KEY_CHARS * 12 + 64
+_PAGE_OVERHEAD = 256  #: a page's fields other than keys, fingerprints and states
 
 PENDING, DONE, RELEASED, QUARANTINED = "pending", "done", "released", "quarantined"
+_P, _D, _R, _Q = (STATE_CODES[s] for s in (PENDING, DONE, RELEASED, QUARANTINED))
+DONE_CODE = _D  #: an item's state code in :attr:`Page.states` once it is done
 
 
 class Uncertain(enum.StrEnum):
@@ -55,11 +80,33 @@ def idempotency_key(run_key: str, item_key: str) -> str:
 
 
 @dataclass(eq=False)
-class Loop:
-    """One ``ctx.items()`` loop: the items it claimed and has not yielded yet. When the loop
-    ends early (break, an exception, a failed write) these are released, never left pending."""
+class Page:
+    """One page this owner writes: its items' states (codes) as they are now, and as the
+    store last acknowledged them (``stored``: None until the write creating it is)."""
 
-    unstarted: list[tuple[str, str]] = field(default_factory=list)
+    key: Key
+    fence: int
+    seq: int
+    keys: list[str]
+    fps: list[str]
+    states: list[str]
+    expire_at: datetime | None
+    stored: str | None = None
+
+
+@dataclass(eq=False)
+class Loop:
+    """One ``ctx.items()`` loop: the items it claimed, ``started`` of them yielded. When the
+    loop ends early (break, an exception, a failed write) the rest are released, never left
+    pending."""
+
+    claimed: list[tuple[Page, int]] = field(default_factory=list)
+    started: int = 0
+
+    @property
+    def unstarted(self) -> list[tuple[str, str]]:
+        """``(key, fingerprint)`` of the claimed items not yielded yet."""
+        return [(page.keys[i], page.fps[i]) for page, i in self.claimed[self.started :]]
 
 
 @dataclass(frozen=True)
@@ -67,8 +114,17 @@ class Outgoing:
     """Marks owed to the store, as handed to one write (see :meth:`Ledger.acknowledge`)."""
 
     ops: list[Op]
-    done: int  #: how many of ``Ledger.completed`` they cover
-    released: int  #: how many of ``Ledger.released`` they cover
+    pages: list[tuple[Page, str]] = field(default_factory=list)  #: (page, states sent)
+
+    @property
+    def done(self) -> int:
+        """How many *done* marks the write carries."""
+        return sum(states.count(_D) for _, states in self.pages)
+
+    @property
+    def released(self) -> int:
+        """How many *released* marks the write carries."""
+        return sum(states.count(_R) for _, states in self.pages)
 
 
 @dataclass(frozen=True)
@@ -76,12 +132,13 @@ class Claimed(Generic[T]):
     """What :meth:`Ledger.claim` decided for one batch."""
 
     todo: list[tuple[LedgerItem[T], str]]  #: items to yield, with their fingerprints
-    marks: list[Op]  #: *pending* / *quarantined* marks of this batch
+    marks: list[Op]  #: the new pages' records (also owed through :meth:`Ledger.outgoing`)
+    slots: list[tuple[Page, int]] = field(default_factory=list)  #: where ``todo`` are marked
 
 
 class Ledger:
-    """Item states of one run (``known``: from earlier attempts), the pending marks and the
-    per-run checks (a key appears once per run; a key keeps its input)."""
+    """Item states of one run (``known``: from earlier attempts), the pages this owner writes
+    and the per-run checks (a key appears once per run; a key keeps its input)."""
 
     def __init__(
         self,
@@ -95,22 +152,27 @@ class Ledger:
         retention: timedelta = timedelta(days=30),
         clock: Callable[[], datetime] | None = None,
         known: dict[str, ItemRecord] | None = None,
+        fence: int = 0,
+        max_page_bytes: int = 256_000,
     ) -> None:
         self.job, self.window, self.run_key, self.run_id = job, window, run_key, run_id
         self.batch_size = batch_size
         self.uncertain = uncertain
         self.retention = retention
         self._clock = clock
+        self.fence = fence
+        self.max_page_bytes = max(max_page_bytes, _PAGE_OVERHEAD + WORST_ITEM_BYTES)
         self.known: dict[str, ItemRecord] = known or {}
-        self.completed: list[tuple[str, str]] = []  #: (key, fingerprint) done, not yet written
-        self.released: list[tuple[str, str]] = []  #: never started, release not yet written
+        self.pages: list[Page] = []  #: this owner's pages with marks owed or still to come
         self.loops: list[Loop] = []  #: open ``ctx.items()`` loops
         self.quarantined: list[str] = []  #: items of this window quarantined (new or known)
         self.seen_in_run: set[str] = set()
+        self._seq = 0
 
     def load(self, store: Store) -> None:
         """Read what earlier attempts of this run recorded (one query)."""
-        self.known.update(_known(store.query(ITEM, self.job, prefix=f"{self.window}/")))
+        found = read_items(store.query(ITEM, self.job, prefix=f"{self.window}/"))
+        self.known.update({key: view.item for key, view in found.items()})
 
     # -- deciding ---------------------------------------------------------------------------
     def claim(
@@ -123,61 +185,126 @@ class Ledger:
     ) -> Claimed[T]:
         """Decide, for each item of ``batch``, whether to yield it and which mark to write;
         ``count(name)`` as each item is judged (skipped done, uncertain, quarantined) and
-        ``on_quarantine(key)`` for each item this batch quarantines.
+        ``on_quarantine(key)`` for each item this batch quarantines. The marks go into new
+        pages, owed from now on (:meth:`outgoing`).
 
         Raises ``ValueError`` for a key seen twice in the run and
         :class:`~cronwarden.errors.FingerprintMismatch` for a key whose input changed.
         """
         todo: list[tuple[LedgerItem[T], str]] = []
-        marks: list[Op] = []
+        entries: list[tuple[str, str, str]] = []  #: (key, fp, state code) to write
+        yielded: list[int] = []  #: index in ``entries`` of each item of ``todo``
+        seen = self.seen_in_run
+        known_items = self.known
+        run_key = self.run_key
         for value in batch:
             item_key = valid_key(key_of(value))
-            if item_key in self.seen_in_run:
+            if item_key in seen:
                 raise ValueError(f"item key {item_key!r} appears twice in one run")
-            self.seen_in_run.add(item_key)
+            seen.add(item_key)
             fp = fingerprint(fingerprint_of(value) if fingerprint_of else value)
-            known = self.known.get(item_key)
             uncertain = False
-            if known is not None:
-                if known.fingerprint != fp:
-                    raise FingerprintMismatch(
-                        f"item {item_key!r} of {self.run_key} was first processed with "
-                        "different input"
-                    )
-                if known.state == DONE:
-                    count("items_skipped_done")
-                    continue
-                if known.state == RELEASED:
-                    known = None
-                elif known.state == QUARANTINED:
-                    count("items_quarantined")
-                    self.quarantined.append(item_key)
-                    continue
-                elif known.run_id != self.run_id:
-                    uncertain = True
-                    if self.uncertain is Uncertain.QUARANTINE:
-                        count("items_quarantined")
-                        on_quarantine(item_key)
-                        self.quarantined.append(item_key)
-                        marks.append(self._mark(item_key, fp, QUARANTINED))
+            if known_items:
+                known = known_items.get(item_key)
+                if known is not None:
+                    if known.fingerprint != fp:
+                        raise FingerprintMismatch(
+                            f"item {item_key!r} of {self.run_key} was first processed with "
+                            "different input"
+                        )
+                    if known.state == DONE:
+                        count("items_skipped_done")
                         continue
-                    count("items_uncertain")
-            marks.append(self._mark(item_key, fp, PENDING))
-            item = LedgerItem(item_key, value, idempotency_key(self.run_key, item_key), uncertain)
-            todo.append((item, fp))
-        return Claimed(todo, marks)
+                    if known.state == QUARANTINED:
+                        count("items_quarantined")
+                        self.quarantined.append(item_key)
+                        continue
+                    if known.state != RELEASED and known.run_id != self.run_id:
+                        uncertain = True
+                        if self.uncertain is Uncertain.QUARANTINE:
+                            count("items_quarantined")
+                            on_quarantine(item_key)
+                            self.quarantined.append(item_key)
+                            entries.append((item_key, fp, _Q))
+                            continue
+                        count("items_uncertain")
+            yielded.append(len(entries))
+            entries.append((item_key, fp, _P))
+            todo.append(
+                (LedgerItem(item_key, value, idempotency_key(run_key, item_key), uncertain), fp)
+            )
+        if not entries:
+            return Claimed(todo, [], [])
+        placed = self._paginate(entries)
+        slots = [placed[i] for i in yielded]
+        pages = list(dict.fromkeys(page for page, _ in placed))
+        marks: list[Op] = [Merge(page.key, self._data(page, "".join(page.states))) for page in pages]
+        return Claimed(todo, marks, slots)
+
+    def _paginate(self, entries: list[tuple[str, str, str]]) -> list[tuple[Page, int]]:
+        """New pages holding ``entries`` (as few as fit ``max_page_bytes``); where each went."""
+        expires = None if self._clock is None else self._clock() + self.retention
+        placed: list[tuple[Page, int]] = []
+        limit = self.max_page_bytes - _PAGE_OVERHEAD
+        chunk: list[tuple[str, str, str]] = []
+        size = 0
+
+        def flush() -> None:
+            keys, fps, states = (list(column) for column in zip(*chunk, strict=True))
+            key = page_key_of(self.job, self.window, self.fence, self._seq)
+            page = Page(key, self.fence, self._seq, keys, fps, states, expires)
+            self._seq += 1
+            self.pages.append(page)
+            placed.extend((page, i) for i in range(len(keys)))
+
+        for entry in entries:
+            item_key = entry[0]
+            if item_key.isascii() and item_key.isprintable():
+                cost = len(item_key) + item_key.count('"') + item_key.count("\\")
+            else:
+                cost = len(json.dumps(item_key))
+            cost += len(entry[1]) + 8  # quotes and commas of key and fingerprint, a state
+            if chunk and size + cost > limit:
+                flush()
+                chunk, size = [], 0
+            chunk.append(entry)
+            size += cost
+        flush()
+        return placed
+
+    def _data(self, page: Page, states: str) -> dict[str, Any]:
+        record = ItemPage(
+            page.fence, page.seq, self.run_id, page.keys, page.fps, states, page.expire_at
+        )
+        return record.to_data()
 
     # -- marks ------------------------------------------------------------------------------
-    def _mark(self, item_key: str, fp: str, state: str) -> Op:
-        """A whole item record: the item's first mark in this run."""
-        expires = None if self._clock is None else self._clock() + self.retention
-        record = ItemRecord(item_key, fp, state, self.run_id, expires)
-        return Merge(item_key_of(self.job, self.window, item_key), record.to_data())
+    def mark_done(self, slot: tuple[Page, int]) -> None:
+        """The item at ``slot`` (of :attr:`Claimed.slots`) is done; owed until acknowledged."""
+        page, index = slot
+        page.states[index] = _D
 
-    def _state_mark(self, item_key: str, state: str) -> Op:
-        """Only the new state: this run's *pending* mark of the item, committed before the
-        item was yielded, already holds its key, fingerprint, run id and expiry."""
-        return Merge(item_key_of(self.job, self.window, item_key), item_state(state))
+    @property
+    def completed(self) -> list[tuple[str, str]]:
+        """Deprecated view: ``(key, fingerprint)`` of items done whose mark is still owed."""
+        done = []
+        for page in self.pages:
+            stored = page.stored or ""
+            for i, code in enumerate(page.states):
+                if code == _D and (i >= len(stored) or stored[i] != _D):
+                    done.append((page.keys[i], page.fps[i]))
+        return done
+
+    @property
+    def released(self) -> list[tuple[str, str]]:
+        """Deprecated view: ``(key, fingerprint)`` of released items whose mark is owed."""
+        out = []
+        for page in self.pages:
+            stored = page.stored or ""
+            for i, code in enumerate(page.states):
+                if code == _R and (i >= len(stored) or stored[i] != _R):
+                    out.append((page.keys[i], page.fps[i]))
+        return out
 
     # -- loops ------------------------------------------------------------------------------
     @property
@@ -192,28 +319,42 @@ class Ledger:
 
     def close_loop(self, loop: Loop) -> None:
         """The loop ended: its never-started items are owed a *released* mark."""
-        self.released.extend(loop.unstarted)
-        loop.unstarted = []
+        for page, index in loop.claimed[loop.started :]:
+            if page.states[index] == _P:
+                page.states[index] = _R
+        loop.claimed, loop.started = [], 0
         if loop in self.loops:
             self.loops.remove(loop)
 
     # -- owed marks ---------------------------------------------------------------------------
     def outgoing(self) -> Outgoing:
-        """The marks owed now (*done* of finished items, *released* of never-started ones),
-        for one write; they stay owed until :meth:`acknowledge`."""
-        done = [self._state_mark(k, DONE) for k, _ in self.completed]
-        # a release is a whole record: the pending mark it replaces may never have landed
-        released = [self._mark(k, fp, RELEASED) for k, fp in self.released]
-        return Outgoing([*done, *released], len(self.completed), len(self.released))
+        """The marks owed now, for one write: each page never acknowledged, whole; each page
+        whose states changed since, its ``states``. They stay owed until :meth:`acknowledge`."""
+        ops: list[Op] = []
+        sent: list[tuple[Page, str]] = []
+        for page in self.pages:
+            states = "".join(page.states)
+            if states == page.stored:
+                continue
+            if page.stored is None:
+                ops.append(Merge(page.key, self._data(page, states)))
+            else:
+                ops.append(Merge(page.key, {"states": states}))
+            sent.append((page, states))
+        return Outgoing(ops, sent)
 
     def acknowledge(self, sent: Outgoing) -> None:
-        """The store acknowledged the write that carried ``sent``: forget those marks."""
-        for k, fp in self.completed[: sent.done]:
-            self.known[k] = ItemRecord(k, fp, DONE, self.run_id)
-        for k, fp in self.released[: sent.released]:
-            self.known[k] = ItemRecord(k, fp, RELEASED, self.run_id)
-        del self.completed[: sent.done]
-        del self.released[: sent.released]
+        """The store acknowledged the write that carried ``sent``: forget those marks (a page
+        is dropped once every item of it is settled and stored)."""
+        if not sent.pages:
+            return
+        for page, states in sent.pages:
+            page.stored = states
+        self.pages = [
+            page
+            for page in self.pages
+            if page.stored != "".join(page.states) or _P in page.states
+        ]
 
     def take_done(self) -> list[Op]:
         """Deprecated: forgets the marks before any write acknowledged them (use
@@ -236,9 +377,53 @@ class Ledger:
         return sent.ops
 
 
-def _known(records: Iterable[Record]) -> dict[str, ItemRecord]:
-    items = (ItemRecord.from_data(record.data) for record in records)
-    return {item.key: item for item in items}
+@dataclass(frozen=True)
+class ItemView:
+    """One item as the ledger reads it: its state (from the record of highest rank), that
+    rank, and the item's own record if it has one (a resolution, or a mark written before
+    pages), with the resolution it carries."""
+
+    item: ItemRecord
+    rank: tuple[int, int, int]
+    own: Record | None = None
+
+    @property
+    def resolution(self) -> dict[str, str] | None:
+        found = None if self.own is None else self.own.data.get("resolution")
+        return dict(found) if isinstance(found, dict) else None
+
+
+def read_items(records: Iterable[Record]) -> dict[str, ItemView]:
+    """The items of one window's ``item`` records (pages and item records), by key."""
+    views: dict[str, ItemView] = {}
+    own: dict[str, Record] = {}
+    for record in records:
+        data = record.data
+        if is_page(data):
+            page = ItemPage.from_data(data)
+            rank = page.rank
+            for item in page.items():
+                seen = views.get(item.key)
+                if seen is None or seen.rank < rank:
+                    views[item.key] = ItemView(item, rank)
+        else:
+            item = ItemRecord.from_data(data)
+            rank = item_rank(data)
+            own[item.key] = record
+            seen = views.get(item.key)
+            if seen is None or seen.rank <= rank:
+                views[item.key] = ItemView(item, rank)
+    for key, record in own.items():
+        views[key] = ItemView(views[key].item, views[key].rank, record)
+    return views
+
+
+def read_window_items(store: Store, job: str, window: str | None = None) -> dict[str, dict[str, ItemView]]:
+    """The items of ``job`` (of one ``window``), by window, then key (one query)."""
+    by_window: dict[str, list[Record]] = {}
+    for record in store.query(ITEM, job, prefix=f"{window}/" if window else ""):
+        by_window.setdefault(record.key.id.split("/", 1)[0], []).append(record)
+    return {w: read_items(records) for w, records in by_window.items()}
 
 
 def key_function(key: Callable[[Any], Any] | str | None) -> Callable[[Any], Any]:
@@ -258,9 +443,11 @@ def key_function(key: Callable[[Any], Any] | str | None) -> Callable[[Any], Any]
 
 
 def valid_key(raw: Any) -> str:
-    text = str(raw)
+    text = raw if type(raw) is str else str(raw)
     if not text:
         raise ValueError("item keys must not be empty")
+    if text.startswith(PAGE_TAG):
+        raise ValueError(f"item keys must not start with {PAGE_TAG!r} (ledger pages use it)")
     if len(text) > MAX_ITEM_KEY_CHARS:
         raise ValueError(f"item key {text[:40]!r}… is over {MAX_ITEM_KEY_CHARS} characters")
     return text
