@@ -29,7 +29,8 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Generic, TypeVar
+from itertools import repeat
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .errors import FingerprintMismatch
 from .model import fingerprint
@@ -40,6 +41,7 @@ from .records import (
     ItemPage,
     ItemRecord,
     is_page,
+    item_key_of,
     item_rank,
     page_key_of,
 )
@@ -71,6 +73,31 @@ class LedgerItem(Generic[T]):
     value: T
     idempotency_key: str  #: stable across attempts and workers: pass it to payment/mail APIs
     uncertain: bool = False  #: a previous owner started this item and died before marking it
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            # items the ledger makes compute their idempotency key on first use (a digest
+            # per item that a handler may never need)
+            run_key = self.__dict__.get("_run_key")
+            if name != "idempotency_key" or run_key is None:
+                raise AttributeError(name)
+            value = idempotency_key(run_key, self.key)
+            self.__dict__[name] = value
+            return value
+
+
+def _new_item(key: str, value: T, run_key: str, uncertain: bool) -> LedgerItem[T]:
+    """``LedgerItem(key, value, idempotency_key(run_key, key), uncertain)``, the key computed
+    on first use, without the frozen dataclass's per-field ``object.__setattr__`` (the ledger
+    makes one per item)."""
+    item: LedgerItem[T] = object.__new__(LedgerItem)
+    fields = item.__dict__
+    fields["key"] = key
+    fields["value"] = value
+    fields["_run_key"] = run_key
+    fields["uncertain"] = uncertain
+    return item
 
 
 def idempotency_key(run_key: str, item_key: str) -> str:
@@ -192,8 +219,10 @@ class Ledger:
         :class:`~cronwarden.errors.FingerprintMismatch` for a key whose input changed.
         """
         todo: list[tuple[LedgerItem[T], str]] = []
-        entries: list[tuple[str, str, str]] = []  #: (key, fp, state code) to write
-        yielded: list[int] = []  #: index in ``entries`` of each item of ``todo``
+        keys: list[str] = []  #: the marks to write, as columns: keys, fingerprints, states
+        fps: list[str] = []
+        codes: list[str] = []
+        yielded: list[int] = []  #: the index in the columns of each item of ``todo``
         seen = self.seen_in_run
         known_items = self.known
         run_key = self.run_key
@@ -225,52 +254,59 @@ class Ledger:
                             count("items_quarantined")
                             on_quarantine(item_key)
                             self.quarantined.append(item_key)
-                            entries.append((item_key, fp, _Q))
+                            keys.append(item_key)
+                            fps.append(fp)
+                            codes.append(_Q)
                             continue
                         count("items_uncertain")
-            yielded.append(len(entries))
-            entries.append((item_key, fp, _P))
-            todo.append(
-                (LedgerItem(item_key, value, idempotency_key(run_key, item_key), uncertain), fp)
-            )
-        if not entries:
+            yielded.append(len(keys))
+            keys.append(item_key)
+            fps.append(fp)
+            codes.append(_P)
+            todo.append((_new_item(item_key, value, run_key, uncertain), fp))
+        if not keys:
             return Claimed(todo, [], [])
-        placed = self._paginate(entries)
-        slots = [placed[i] for i in yielded]
-        pages = list(dict.fromkeys(page for page, _ in placed))
-        marks: list[Op] = [Merge(page.key, self._data(page, "".join(page.states))) for page in pages]
+        pages = self._paginate(keys, fps, codes)
+        if len(pages) == 1:
+            slots = list(zip(repeat(pages[0]), yielded))
+        else:
+            where = [(page, i) for page in pages for i in range(len(page.keys))]
+            slots = [where[i] for i in yielded]
+        marks: list[Op] = [Merge(p.key, self._data(p, "".join(p.states))) for p in pages]
         return Claimed(todo, marks, slots)
 
-    def _paginate(self, entries: list[tuple[str, str, str]]) -> list[tuple[Page, int]]:
-        """New pages holding ``entries`` (as few as fit ``max_page_bytes``); where each went."""
+    def _paginate(self, keys: list[str], fps: list[str], codes: list[str]) -> list[Page]:
+        """New pages holding these marks, in order, as few as fit ``max_page_bytes``."""
         expires = None if self._clock is None else self._clock() + self.retention
-        placed: list[tuple[Page, int]] = []
         limit = self.max_page_bytes - _PAGE_OVERHEAD
-        chunk: list[tuple[str, str, str]] = []
-        size = 0
-
-        def flush() -> None:
-            keys, fps, states = (list(column) for column in zip(*chunk, strict=True))
-            key = page_key_of(self.job, self.window, self.fence, self._seq)
-            page = Page(key, self.fence, self._seq, keys, fps, states, expires)
-            self._seq += 1
-            self.pages.append(page)
-            placed.extend((page, i) for i in range(len(keys)))
-
-        for entry in entries:
-            item_key = entry[0]
-            if item_key.isascii() and item_key.isprintable():
-                cost = len(item_key) + item_key.count('"') + item_key.count("\\")
-            else:
-                cost = len(json.dumps(item_key))
-            cost += len(entry[1]) + 8  # quotes and commas of key and fingerprint, a state
-            if chunk and size + cost > limit:
-                flush()
-                chunk, size = [], 0
-            chunk.append(entry)
+        text = "".join(keys)
+        if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+            # plain keys (the usual case): each costs its length, its fingerprint's and 8
+            # bytes of quotes, commas and its state code
+            costs = [len(k) + len(f) + 8 for k, f in zip(keys, fps, strict=True)]
+        else:
+            costs = [len(json.dumps(k)) + len(f) + 8 for k, f in zip(keys, fps, strict=True)]
+        pages: list[Page] = []
+        start, size = 0, 0
+        for end, cost in enumerate(costs):
+            if end > start and size + cost > limit:
+                pages.append(self._page(keys[start:end], fps[start:end], codes[start:end], expires))
+                start, size = end, 0
             size += cost
-        flush()
-        return placed
+        if start == 0:
+            pages.append(self._page(keys, fps, codes, expires))
+        else:
+            pages.append(self._page(keys[start:], fps[start:], codes[start:], expires))
+        return pages
+
+    def _page(
+        self, keys: list[str], fps: list[str], codes: list[str], expires: datetime | None
+    ) -> Page:
+        key = page_key_of(self.job, self.window, self.fence, self._seq)
+        page = Page(key, self.fence, self._seq, keys, fps, codes, expires)
+        self._seq += 1
+        self.pages.append(page)
+        return page
 
     def _data(self, page: Page, states: str) -> dict[str, Any]:
         record = ItemPage(
@@ -351,9 +387,7 @@ class Ledger:
         for page, states in sent.pages:
             page.stored = states
         self.pages = [
-            page
-            for page in self.pages
-            if page.stored != "".join(page.states) or _P in page.states
+            page for page in self.pages if page.stored != "".join(page.states) or _P in page.states
         ]
 
     def take_done(self) -> list[Op]:
@@ -418,7 +452,25 @@ def read_items(records: Iterable[Record]) -> dict[str, ItemView]:
     return views
 
 
-def read_window_items(store: Store, job: str, window: str | None = None) -> dict[str, dict[str, ItemView]]:
+def item_records(store: Store, job: str, window: str | None = None) -> list[Record]:
+    """The ledger's items of ``job`` (of one ``window``) as one record per item, in the form
+    marks had before pages (``key``, ``fp``, ``state``, ``run_id``, ``expire_at``): for tools
+    and tests that count or inspect items. Each record's version is that of the record its
+    state was read from."""
+    out = []
+    for found_window, views in read_window_items(store, job, window).items():
+        for key, view in views.items():
+            data = view.item.to_data()
+            if view.resolution is not None:
+                data["resolution"] = view.resolution
+            version = view.own.version if view.own is not None else 0
+            out.append(Record(item_key_of(job, found_window, key), data, version))
+    return sorted(out, key=lambda record: record.key.id)
+
+
+def read_window_items(
+    store: Store, job: str, window: str | None = None
+) -> dict[str, dict[str, ItemView]]:
     """The items of ``job`` (of one ``window``), by window, then key (one query)."""
     by_window: dict[str, list[Record]] = {}
     for record in store.query(ITEM, job, prefix=f"{window}/" if window else ""):

@@ -12,7 +12,8 @@ raises ``quarantined`` until every one is resolved here:
 
 Each resolution is recorded on the item's own record (``resolution``: as, reason, by, at; the
 ledger's pages are not rewritten: the record ranks just above the page that quarantined the
-item, see :mod:`cronwarden.ledger`) in the same atomic commit that updates the status (compare-and-set on the status record, retried on a race).
+item, see :mod:`cronwarden.ledger`) in the same atomic commit that updates the status
+(compare-and-set on the status record, retried on a race).
 """
 
 from __future__ import annotations

@@ -589,5 +589,5 @@ def page_states(op_fields: Mapping[str, Any]) -> list[tuple[str | None, str]]:
     states = str(op_fields.get("states") or "")
     keys = op_fields.get("keys")
     if isinstance(keys, list):
-        return [(str(k), CODE_STATES.get(c, "pending")) for k, c in zip(keys, states)]
+        return [(str(k), CODE_STATES.get(c, "pending")) for k, c in zip(keys, states, strict=False)]
     return [(None, CODE_STATES[c]) for c in dict.fromkeys(states) if c in ("d", "r")]

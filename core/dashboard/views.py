@@ -17,9 +17,9 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from ..jobs import Job, JobSet
+from ..ledger import read_items
 from ..liveness import JobHealth, Watcher
 from ..model import format_window, parse_window
-from ..ledger import read_items
 from ..ports import ITEM, RUN, STATUS, DeadLetters, Store
 from ..records import LockRecord, StatusRecord, lock_key_of, parse_iso, run_key_of, status_key_of
 from ..redaction import redact

@@ -20,7 +20,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cronwarden.errors import CommitConflict, CommitOutcomeUnknown, StoreError, StoreUnavailable
-from cronwarden.records import page_states
 from cronwarden.ports import (
     ITEM,
     Key,
@@ -32,6 +31,7 @@ from cronwarden.ports import (
     Version,
     check_commit,
 )
+from cronwarden.records import page_states
 
 CONFLICT, UNAVAILABLE, UNKNOWN = "conflict", "unavailable", "unknown"
 OUTCOMES = (CONFLICT, UNAVAILABLE, UNKNOWN)

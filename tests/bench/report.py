@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import billing
 from .stats import fmt_spread
 
 MET = {True: "✅ met", False: "❌ missed", None: "- n/a"}
@@ -61,6 +62,7 @@ def render(results: dict[str, Any]) -> str:
     )
     out += _costs(results.get("costs"))
     out += _ledger(results.get("ledger"))
+    out += billing.render(results.get("billing"))
     out += _latency(results.get("latency"))
     out += _cold(results.get("coldstart"))
     out += _liveness(results.get("liveness"))

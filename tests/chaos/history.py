@@ -131,7 +131,10 @@ def _describe(ops: Sequence[Op], pages: dict[Key, list[str]] | None = None) -> d
             states = str(op.fields["states"])
             if isinstance(op.fields.get("keys"), list):  # a whole page
                 pages[op.key] = [str(k) for k in op.fields["keys"]]
-                items += [[run_key, k, CODE_STATES[c]] for k, c in zip(pages[op.key], states)]
+                items += [
+                    [run_key, k, CODE_STATES[c]]
+                    for k, c in zip(pages[op.key], states, strict=False)
+                ]
             else:  # its states only: the done / released marks it carries
                 keys = pages.get(op.key, [])
                 items += [

@@ -20,7 +20,7 @@ from cronwarden.adapters.local import SQLiteStore
 from cronwarden.engine import Engine, EngineSettings
 from cronwarden.jobs import JobSet
 from cronwarden.ledger import read_items
-from cronwarden.ports import ITEM, RUN, Create, Key, Merge, Op, Store, Update
+from cronwarden.ports import ITEM, Create, Key, Merge, Op, Store
 from cronwarden.quarantine import list_items, resolve
 from cronwarden.records import ItemRecord, RunRecord, run_key_of
 from tests.support.harness import at
