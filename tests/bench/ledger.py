@@ -145,7 +145,10 @@ class _Table(_Native):
 
     @staticmethod
     def _entity(job: str, key: str, data: dict[str, Any]) -> dict[str, Any]:
-        return {"PartitionKey": f"raw-{job}", "RowKey": f"item:{key}", **data}
+        from cronwarden.adapters.azure._entity import build_entity
+
+        # the adapter's encoding (a list is one Edm.Binary property of compact JSON)
+        return build_entity(f"raw-{job}", f"item:{key}", data)
 
     def batch(self, job: str, ops: list[tuple[str, dict[str, Any]]]) -> None:
         self.table.submit_transaction([("upsert", self._entity(job, k, d)) for k, d in ops])
