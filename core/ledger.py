@@ -227,7 +227,13 @@ class Ledger:
         known_items = self.known
         run_key = self.run_key
         for value in batch:
-            item_key = valid_key(key_of(value))
+            item_key = key_of(value)
+            if (
+                type(item_key) is not str
+                or not 0 < len(item_key) <= MAX_ITEM_KEY_CHARS
+                or item_key.startswith(PAGE_TAG)
+            ):
+                item_key = valid_key(item_key)  # raises for a key it refuses
             if item_key in seen:
                 raise ValueError(f"item key {item_key!r} appears twice in one run")
             seen.add(item_key)

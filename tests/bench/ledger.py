@@ -311,7 +311,8 @@ def measure(emulators: Emulators, stores: list[str], repeats: int = REPEATS) -> 
                     commits = _stream(n, batch, f"raw{rep}")
                     raw.append(_timed(lambda c=commits, r=rep, w=native: _batches(w, f"a{r}", c)))
                     once = [(str(i), _record(str(i), "done", "x")) for i in range(n)]
-                    chunks = [once[i : i + 2 * batch] for i in range(0, n, 2 * batch)]
+                    per = min(2 * batch, store.max_commit_ops)  # Table Storage: 100 at most
+                    chunks = [once[i : i + per] for i in range(0, n, per)]
                     floor.append(_timed(lambda c=chunks, r=rep, w=native: _batches(w, f"f{r}", c)))
                     per_item.append(
                         _timed(lambda r=rep, w=native, k=per_item_n: _powertools(w, f"p{r}", k))
