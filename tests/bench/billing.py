@@ -303,9 +303,14 @@ def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
             goals.append(_goal("billable writes / 1,000 items", store, row["error"], None))
             continue
         writes = row["per_1000_items"].get(unit, 0.0)
+        wide = (row.get("per_1000_items_wide") or {}).get(unit)
         note = f"{unit}"
         if store == "dynamodb":
-            note += ": 2 per KB of each page written (a page's size grows with its items)"
+            note += ": 2 per KB of each record written; a page of 100 items is ~4 KB, twice"
+        elif store != "table":
+            note += ": per batch the new page, the previous page's states, the run and the lock"
+        if wide is not None:
+            note += f"; at batch_size={row.get('wide_batch')}: {wide:.0f}"
         goals.append(
             _goal(
                 "billable writes / 1,000 ledger items",
@@ -373,8 +378,8 @@ def render(section: Any) -> list[str]:
                     if wide
                     else ""
                 ),
-                "instance-priced" if runs is None else f"${runs:.2f}",
-                "instance-priced" if items is None else f"${items:.2f}",
+                "instance-priced" if runs is None else _usd(runs),
+                "instance-priced" if items is None else _usd(items),
             ]
         )
     out += _table(
@@ -414,6 +419,10 @@ def render(section: Any) -> list[str]:
             "",
         ]
     return out
+
+
+def _usd(amount: float) -> str:
+    return f"${amount:.2f}" if amount >= 0.1 else f"${amount:.4f}"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
