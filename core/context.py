@@ -21,6 +21,7 @@ from itertools import islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .ledger import (
+    DONE_CODE,
     MAX_ITEM_KEY_CHARS,
     Ledger,
     LedgerItem,
@@ -165,32 +166,33 @@ class RunContext:
 
         ``key``: a function of the item, an attribute/dict-key name, or None for ``str(item)``.
         """
-        size = min(batch_size or self._ledger.batch_size, self._ledger.batch_size)
+        ledger = self._ledger
+        size = min(batch_size or ledger.batch_size, ledger.batch_size)
         if size < 1:
             raise ValueError("batch_size must be at least 1")
         key_of = key_function(key)
         iterator = iter(iterable)
-        loop = self._ledger.open_loop()
+        loop = ledger.open_loop()
+        check = self._lease.check
+        counters = self.counters
         try:
             while batch := list(islice(iterator, size)):
-                self.check()
-                claimed = self._ledger.claim(
-                    batch, key_of, fingerprint_of, self.count, self._quarantined
-                )
+                check()
+                claimed = ledger.claim(batch, key_of, fingerprint_of, self.count, self._quarantined)
                 if not claimed.marks:
                     continue
                 # owed before the write: if it fails (or its outcome is unknown) they are released
-                loop.unstarted = [(ready.key, fp) for ready, fp in claimed.todo]
-                self._write(claimed.marks)
-                for ready, fp in claimed.todo:
-                    self.check()
-                    loop.unstarted.pop(0)
+                loop.claimed, loop.started = claimed.slots, 0
+                self._write()  # the new pages, and the marks owed (the previous batch's done)
+                for (ready, _), (page, index) in zip(claimed.todo, claimed.slots, strict=True):
+                    check()
+                    loop.started += 1
                     yield ready
-                    self._ledger.completed.append((ready.key, fp))
-                    self.count("items_done")
+                    page.states[index] = DONE_CODE  # done: owed until a write carries it
+                    counters["items_done"] = counters.get("items_done", 0) + 1
         finally:
             # break, an exception, a failed write: this loop's never-started items are released
-            self._ledger.close_loop(loop)
+            ledger.close_loop(loop)
 
     def _quarantined(self, item_key: str) -> None:
         self.log.warning(

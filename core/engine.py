@@ -36,7 +36,7 @@ from .errors import (
 )
 from .jobs import Job, JobSet
 from .lease import Clock, Lease, LeaseKeeper
-from .ledger import Ledger, Uncertain
+from .ledger import WORST_ITEM_BYTES, Ledger, Uncertain
 from .logs import RunLogger, get_logger
 from .model import RunRequest, RunState, format_window, new_run_id
 from .ports import Merge, Store
@@ -242,7 +242,12 @@ class Engine:
 
     def ledger(self, job: Job, claim: Claim) -> Ledger:
         """The ledger of a claimed run (read from the store when an earlier attempt ran)."""
-        batch = max(1, min(self.settings.batch_size, (self.store.max_commit_ops - 3) // 2))
+        # a batch is one or more pages (one op each); bound it so that its new pages and the
+        # previous batch's fit one commit beside the run and lock even at the worst item size
+        capabilities = self.store.capabilities
+        per_page = max(1, capabilities.max_page_bytes // WORST_ITEM_BYTES)
+        pages = max(1, (capabilities.max_commit_ops - 3) // 2)
+        batch = max(1, min(self.settings.batch_size, per_page * pages))
         ledger = Ledger(
             job=job.name,
             window=claim.run.window,
@@ -252,6 +257,8 @@ class Engine:
             uncertain=self.settings.uncertain,
             retention=self.settings.retention,
             clock=self.now,
+            fence=claim.run.fence,
+            max_page_bytes=capabilities.max_page_bytes,
         )
         if claim.resumed:
             ledger.load(self.store)

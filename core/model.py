@@ -65,12 +65,31 @@ def new_run_id(now: datetime | None = None) -> str:
     return f"{stamp}-{secrets.token_hex(3)}"
 
 
+_FINGERPRINT_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+
+
 def fingerprint(value: Any) -> str:
-    """A stable digest of JSON-serialisable input (key order does not matter)."""
-    try:
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-    except (TypeError, ValueError):
-        text = repr(value)
+    """A stable digest of JSON-serialisable input (key order does not matter).
+
+    The digest of ``json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)``
+    (``repr`` when that fails); ints and plain ASCII text take a shortcut to the same text.
+    """
+    kind = type(value)
+    if kind is int:
+        text = int.__repr__(value)
+    elif (
+        kind is str
+        and value.isascii()
+        and value.isprintable()
+        and '"' not in value
+        and "\\" not in value
+    ):
+        text = f'"{value}"'
+    else:
+        try:
+            text = _FINGERPRINT_JSON.encode(value)
+        except (TypeError, ValueError):
+            text = repr(value)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

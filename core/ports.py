@@ -90,12 +90,17 @@ class StoreCapabilities:
     on a hot path write a plain field whenever they can prove it correct.
     ``native_types``: types a top-level field may hold besides JSON types, because the backend
     stores them natively (Table Storage: aware ``datetime``); the engine never relies on them.
+    ``max_page_bytes``: the largest ledger page (compact JSON of its data) the ledger writes as
+    one record: the backend's record and field size limits less a margin (Table Storage 64 KiB
+    per property, DynamoDB 400 KB items, Firestore 1 MiB documents). A claimed batch that
+    would not fit is split into several pages.
     """
 
     max_commit_ops: int = 500
     atomic_increment: bool = True
     atomic_maximum: bool = True
     native_types: tuple[type, ...] = ()
+    max_page_bytes: int = 256_000
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,7 @@ class RoundTrip:
 RoundTripObserver = Callable[[RoundTrip], None]
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
+_EXACT_SCALARS = frozenset(_JSON_SCALARS)  #: a fast path for long lists (ledger pages)
 
 
 def check_json(value: Any, where: str = "data") -> None:
@@ -122,7 +128,8 @@ def check_json(value: Any, where: str = "data") -> None:
         return
     if isinstance(value, list):
         for index, item in enumerate(value):
-            check_json(item, f"{where}[{index}]")
+            if type(item) not in _EXACT_SCALARS:
+                check_json(item, f"{where}[{index}]")
         return
     if isinstance(value, dict):
         for name, item in value.items():

@@ -10,8 +10,10 @@ raises ``quarantined`` until every one is resolved here:
   ``ledger_redo``) so the next delivery of the window, which :func:`resolve` returns for the
   caller to enqueue, takes it over and does exactly the released items.
 
-Each resolution is recorded on the item (``resolution``: as, reason, by, at) in the same atomic
-commit that updates the status (compare-and-set on the status record, retried on a race).
+Each resolution is recorded on the item's own record (``resolution``: as, reason, by, at; the
+ledger's pages are not rewritten: the record ranks just above the page that quarantined the
+item, see :mod:`cronwarden.ledger`) in the same atomic commit that updates the status
+(compare-and-set on the status record, retried on a race).
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ from __future__ import annotations
 import getpass
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from .errors import CommitConflict, CronwardenError
-from .ledger import DONE, QUARANTINED, RELEASED
+from .ledger import DONE, QUARANTINED, RELEASED, read_window_items
 from .model import RunRequest, RunState, parse_window
-from .ports import ITEM, Op, Record, Store, Update
+from .ports import Create, Op, Store, Update
 from .records import (
     QUARANTINED as STATUS_QUARANTINED,
 )
@@ -72,20 +74,14 @@ def operator() -> str:
 def list_items(
     store: Store, job: str, *, window: str | None = None, state: str | None = QUARANTINED
 ) -> list[Listed]:
-    """Ledger items of ``job`` (of one ``window``), in ``state`` (``None``: every state)."""
+    """Ledger items of ``job`` (of one ``window``), in ``state`` (``None``: every state), read
+    from the ledger's pages and item records alike (:func:`~cronwarden.ledger.read_items`)."""
     found = []
-    for record in store.query(ITEM, job, prefix=f"{window}/" if window else ""):
-        item = ItemRecord.from_data(record.data)
-        if state is not None and item.state != state:
-            continue
-        resolution = record.data.get("resolution")
-        found.append(
-            Listed(
-                record.key.id.split("/", 1)[0],
-                item,
-                dict(resolution) if isinstance(resolution, dict) else None,
-            )
-        )
+    for found_window, views in sorted(read_window_items(store, job, window).items()):
+        for view in views.values():
+            if state is not None and view.item.state != state:
+                continue
+            found.append(Listed(found_window, view.item, view.resolution))
     return found
 
 
@@ -129,21 +125,24 @@ def _resolve_once(
     as_: str,
     resolution: dict[str, str],
 ) -> Resolved:
-    items: dict[str, Record] = {}
-    for stored_item in store.query(ITEM, job, prefix=f"{window}/"):
-        items[ItemRecord.from_data(stored_item.data).key] = stored_item
+    items = read_window_items(store, job, window).get(window, {})
     ops: list[Op] = []
     for key in wanted:
         found = items.get(key)
-        state = None if found is None else ItemRecord.from_data(found.data).state
+        state = None if found is None else found.item.state
         if found is None or state != QUARANTINED:
             raise ResolutionRefused(
                 f"{job} {window}: item {key!r} is {state or 'unknown'}, not quarantined "
                 f"(see `cronwarden ledger list {job} --window {window}`)"
             )
-        data = {**found.data, "state": DONE if as_ == "done" else RELEASED}
-        data["resolution"] = resolution
-        ops.append(Update(item_key_of(job, window, key), data, found.version))
+        # the item's own record, ranked just above the page (or record) that quarantined it:
+        # a later owner's page outranks it again
+        item = replace(found.item, state=DONE if as_ == "done" else RELEASED)
+        data = {**item.to_data(), "resolution": resolution, "rank": [*found.rank[:2], 1]}
+        if found.own is None:
+            ops.append(Create(item_key_of(job, window, key), data))
+        else:
+            ops.append(Update(item_key_of(job, window, key), data, found.own.version))
     rerun = None
     if as_ == "redo":
         stored = store.get(run_key_of(job, window))

@@ -5,7 +5,10 @@ spells a record's field names.
 * :class:`LockRecord` (kind ``lock``): the job's overlap lock while a run holds it;
 * :class:`StatusRecord` (kind ``status``): the job's heartbeat, written by partial merges
   (the ``status_*`` functions build them) and read whole by the watcher and the CLI;
-* :class:`ItemRecord` (kind ``item``): one ledger item (the ``item_*`` functions build marks).
+* :class:`ItemRecord` (kind ``item``): one ledger item, as the ledger reads it;
+* :class:`ItemPage` (kind ``item`` too): the marks of one claimed ledger batch, the form the
+  ledger writes (an :class:`ItemRecord` of its own is written only by an operator's resolution
+  and was the form of every mark before pages).
 
 ``to_data`` gives the JSON dict a store holds; ``from_data`` reads one back, tolerating fields
 an older or newer writer left (kept in ``extra`` and written back unchanged). Times are
@@ -528,3 +531,108 @@ class ItemRecord:
 def item_state(state: str) -> dict[str, Any]:
     """The fields of a mark that only moves an item to ``state`` (its record exists)."""
     return {"state": state}
+
+
+# -- ledger pages ---------------------------------------------------------------------------
+#: ids of page records: ``<window>/~page~<fence>.<seq>`` (item keys may not start with it)
+PAGE_TAG = "~page~"
+STATE_CODES = {"pending": "p", "done": "d", "released": "r", "quarantined": "q"}
+CODE_STATES = {code: state for state, code in STATE_CODES.items()}
+OLDEST_RANK = (-1, -1, 0)  #: rank of an item record written before pages (no ``rank`` field)
+
+
+def page_key_of(job: str, window_text: str, fence: int, seq: int) -> Key:
+    """One page of the ledger of ``job``'s window: the ``seq``-th batch claimed by the owner
+    holding ``fence`` (ids sort by fence, then seq)."""
+    return Key(ITEM, job, f"{window_text}/{PAGE_TAG}{fence:010d}.{seq:06d}")
+
+
+def is_page(data: Mapping[str, Any]) -> bool:
+    """True for the data of an :class:`ItemPage` (else an :class:`ItemRecord`)."""
+    return "keys" in data and "states" in data
+
+
+@dataclass(frozen=True)
+class ItemPage:
+    """The marks of one claimed batch: its items' keys, fingerprints and states (one code per
+    item, :data:`STATE_CODES`), written by the owner holding ``fence`` as its ``seq``-th page.
+
+    Stored as ``keys`` and ``fps`` (lists, in order), ``states`` (text), ``fence``, ``seq``,
+    ``run_id`` and ``expire_at``. A page is written whole when its batch is claimed (or, if
+    that write never landed, when its items are released) and then only its ``states`` field
+    changes (a :class:`~cronwarden.ports.Merge`). When several records mention one item, the
+    one of highest :meth:`rank` is its state (later owners, then operator resolutions win).
+    """
+
+    fence: int
+    seq: int
+    run_id: str
+    keys: list[str]
+    fps: list[str]
+    states: str
+    expire_at: datetime | None = None
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "fence": self.fence,
+            "seq": self.seq,
+            "run_id": self.run_id,
+            "keys": self.keys,
+            "fps": self.fps,
+            "states": self.states,
+        }
+        if self.expire_at is not None:
+            data[EXPIRE_AT] = iso(self.expire_at)
+        return data
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> ItemPage:
+        keys = [str(k) for k in data.get("keys") or ()]
+        fps = [str(f) for f in data.get("fps") or ()]
+        states = str(data.get("states") or "")
+        if not (len(keys) == len(fps) == len(states)):
+            raise ValueError(
+                f"ledger page with {len(keys)} keys, {len(fps)} fingerprints and "
+                f"{len(states)} states"
+            )
+        return cls(
+            fence=_int(data.get("fence"), -1),
+            seq=_int(data.get("seq"), -1),
+            run_id=str(data.get("run_id")),
+            keys=keys,
+            fps=fps,
+            states=states,
+            expire_at=parse_iso(data.get(EXPIRE_AT)),
+        )
+
+    @property
+    def rank(self) -> tuple[int, int, int]:
+        return (self.fence, self.seq, 0)
+
+    def items(self) -> list[ItemRecord]:
+        """Its items, as item records (an unknown state code reads as ``pending``: the
+        cautious reading, an uncertain item)."""
+        return [
+            ItemRecord(key, fp, CODE_STATES.get(code, "pending"), self.run_id, self.expire_at)
+            for key, fp, code in zip(self.keys, self.fps, self.states, strict=True)
+        ]
+
+
+def item_rank(data: Mapping[str, Any]) -> tuple[int, int, int]:
+    """The rank of an item record: a resolution ranks just above the record it resolved;
+    records written before pages rank lowest."""
+    rank = data.get("rank")
+    if isinstance(rank, list) and len(rank) == 3:
+        return (_int(rank[0], -1), _int(rank[1], -1), _int(rank[2]))
+    return OLDEST_RANK
+
+
+def page_states(op_fields: Mapping[str, Any]) -> list[tuple[str | None, str]]:
+    """The marks a write of page fields carries, as ``(item key, state)``: every item of a
+    whole page; for a ``states``-only update (key ``None``), the *done* / *released* states it
+    sets (such an update never sets *pending* or *quarantined*)."""
+    states = str(op_fields.get("states") or "")
+    keys = op_fields.get("keys")
+    if isinstance(keys, list):
+        return [(str(k), CODE_STATES.get(c, "pending")) for k, c in zip(keys, states, strict=False)]
+    return [(None, CODE_STATES[c]) for c in dict.fromkeys(states) if c in ("d", "r")]

@@ -81,7 +81,10 @@ class DynamoStore(Store):
     #: TransactWriteItems: 100 items; ADD increments in the write itself; no max in update
     #: expressions, so a maximum reads the item first (one more round trip, counted)
     capabilities = StoreCapabilities(
-        max_commit_ops=100, atomic_increment=True, atomic_maximum=False
+        max_commit_ops=100,
+        atomic_increment=True,
+        atomic_maximum=False,
+        max_page_bytes=300_000,  #: DynamoDB items are at most 400 KB
     )
     merge_attempts = 30  #: tries of a commit whose read-then-write maximum keeps losing races
     conflict_attempts = 8  #: tries of a transaction refused by a concurrent transaction

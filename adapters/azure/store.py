@@ -91,6 +91,8 @@ class TableStore(Store):
         atomic_increment=False,
         atomic_maximum=False,
         native_types=(datetime,),  #: aware datetimes as Edm.DateTime (see ._entity)
+        #: a page's ``keys`` / ``fps`` lists are one Edm.Binary property each (64 KiB limit)
+        max_page_bytes=60_000,
     )
     merge_attempts = 30  #: tries of a commit whose Merge increments keep losing races
 

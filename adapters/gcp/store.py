@@ -136,7 +136,8 @@ class FirestoreStore(Store):
     ``client`` injects a ready one. Thread-safe.
     """
 
-    capabilities = StoreCapabilities(max_commit_ops=500)  #: 500: Firestore's writes per commit
+    #: 500: Firestore's writes per commit; documents are at most 1 MiB
+    capabilities = StoreCapabilities(max_commit_ops=500, max_page_bytes=500_000)
 
     def __init__(
         self,

@@ -48,7 +48,7 @@ class SQLiteStore(Store):
     ``busy_timeout``: seconds to wait for another process's write lock (default 5).
     """
 
-    capabilities = StoreCapabilities(max_commit_ops=10_000)
+    capabilities = StoreCapabilities(max_commit_ops=10_000, max_page_bytes=1_000_000)
 
     def __init__(self, path: str, *, busy_timeout: float = BUSY_TIMEOUT_MS / 1000) -> None:
         super().__init__()

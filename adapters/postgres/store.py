@@ -23,7 +23,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from cronwarden.errors import CommitConflict
-from cronwarden.ports import Create, Delete, Key, Merge, Op, Record, Store, Update, Version
+from cronwarden.ports import (
+    Create,
+    Delete,
+    Key,
+    Merge,
+    Op,
+    Record,
+    Store,
+    StoreCapabilities,
+    Update,
+    Version,
+)
 
 from .database import Database
 from .schema import quoted
@@ -40,7 +51,7 @@ class PostgresStore(Store):
     queue (the provider does); a store given one does not close it.
     """
 
-    max_commit_ops = 1000
+    capabilities = StoreCapabilities(max_commit_ops=1000, max_page_bytes=1_000_000)
 
     def __init__(
         self, settings: PostgresSettings | str, *, database: Database | None = None

@@ -17,6 +17,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from ..jobs import Job, JobSet
+from ..ledger import read_items
 from ..liveness import JobHealth, Watcher
 from ..model import format_window, parse_window
 from ..ports import ITEM, RUN, STATUS, DeadLetters, Store
@@ -362,8 +363,8 @@ def run_detail(dash: Dashboard, name: str, window: str) -> dict[str, Any]:
     if record is None:
         raise NotFound(f"no run of {name} for window {window}")
     data = record.data
-    items = dash.store.query(ITEM, job.name, prefix=f"{window}/")
-    ledger = Counter(str(i.data.get("state") or "?") for i in items)
+    items = read_items(dash.store.query(ITEM, job.name, prefix=f"{window}/"))
+    ledger = Counter(view.item.state for view in items.values())
     lock = dash.store.get(lock_key_of(job.name))
     holder = None
     if lock is not None:

@@ -31,6 +31,7 @@ from cronwarden.ports import (
     Version,
     check_commit,
 )
+from cronwarden.records import page_states
 
 CONFLICT, UNAVAILABLE, UNKNOWN = "conflict", "unavailable", "unknown"
 OUTCOMES = (CONFLICT, UNAVAILABLE, UNKNOWN)
@@ -49,13 +50,18 @@ def touches(kind: str) -> Matcher:
 
 
 def marks(state: str) -> Matcher:
-    """Commits carrying a ledger mark that moves an item to ``state`` (``pending``, ``done``…)."""
+    """Commits carrying a ledger mark that moves an item to ``state`` (``pending``, ``done``…):
+    in a ledger page (:class:`~cronwarden.records.ItemPage`) or an item record."""
+
+    def carries(op: Op) -> bool:
+        if op.key.kind != ITEM or not isinstance(op, Merge):
+            return False
+        if "states" in op.fields:
+            return any(mark == state for _, mark in page_states(op.fields))
+        return op.fields.get("state") == state
 
     def match(operation: str, ops: Sequence[Op]) -> bool:
-        return operation == "commit" and any(
-            op.key.kind == ITEM and isinstance(op, Merge) and op.fields.get("state") == state
-            for op in ops
-        )
+        return operation == "commit" and any(carries(op) for op in ops)
 
     return match
 

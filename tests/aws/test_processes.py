@@ -18,7 +18,8 @@ import pytest
 from cronwarden import JobSet, RunRequest, Trigger
 from cronwarden.adapters.aws import AwsProvider
 from cronwarden.emulators.aws import MotoServer
-from cronwarden.ports import ITEM, RUN, Key
+from cronwarden.ledger import item_records
+from cronwarden.ports import RUN, Key
 from tests.support.procs import ROOT, Proc, effects, poll, reaping
 
 from . import kill_jobs
@@ -97,7 +98,7 @@ def test_sigkill_mid_run_resumes_in_another_lambda_process(
         assert len(redone) <= 5  # only the batch pending at the kill is uncertain
         resumed = {e["run_id"] for e in items} - {e["run_id"] for e in items[:killed_after]}
         assert resumed == {final["run_id"]}
-        ledger = store.query(ITEM, "fanout", prefix="2026-01-20T02:00Z/")
+        ledger = item_records(store, "fanout", "2026-01-20T02:00Z")
         assert len(ledger) == 30 and all(r.data["state"] == "done" for r in ledger)
         assert queue.dlq_depth() == 0
         assert not queue.receive(1, wait=1.0)  # every copy of the request was settled

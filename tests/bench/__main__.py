@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from . import (
+    billing,
     brokers,
     coldstart,
     costs,
@@ -36,9 +37,9 @@ from .emulators import STORES, Emulators
 NOTES = [
     "Round trips are counted, not timed: they do not depend on the machine's load. Timings on "
     "this shared 2-core machine do (see the load average above); compare ratios, not absolutes.",
-    "Ledger marks: an item's *pending* mark carries its whole record (key, fingerprint, run id, "
-    "expiry); the *done* / *released* mark that follows carries only the state. Baseline (a) "
-    "writes the whole record both times.",
+    "Ledger marks are pages: one record per claimed batch (keys, fingerprints, states), written "
+    "whole when the batch is claimed and then only its `states` field when the batch is done. "
+    "Baseline (a) writes the same page records the same way with the store's SDK.",
     "Table Storage cannot raise a field to a maximum without reading it: a completion that must "
     "not lower the job's last success window (a past window: catch-up, backfill, a late retry, "
     "or a job whose interval is within `lease_margin` of its claim) reads the status first, one "
@@ -61,6 +62,7 @@ SECTIONS = (
     "brokers",
     "dashboard",
     "powertools",
+    "billing",
 )
 PROVIDERS = ("local", "gcp", "azure")
 
@@ -94,6 +96,10 @@ def _run(emulators: Emulators, section: str, stores: list[str], quick: bool) -> 
             messages=200 if quick else brokers.MESSAGES,
             repeats=1 if quick else brokers.REPEATS,
         )
+    if section == "billing":
+        if quick:
+            billing.LEDGER_ITEMS = 200
+        return billing.measure(emulators, stores, repeats=1 if quick else 3)
     if section == "powertools":
         if quick:
             return powertools.measure(emulators, stores, runs=10, items=60, repeats=2)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import billing
+
 IMPORT_BUDGET_S = 0.030
 ENTRYPOINT_BUDGET_S = 0.050
 VS_RAW = 0.8
 VS_PER_ITEM = 10.0
+SQLITE_ITEMS_PER_S = 100_000
 
 
 def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -69,6 +72,18 @@ def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
             f"≥ {VS_PER_ITEM:.0f}x",
             row["vs_per_item"] >= VS_PER_ITEM,
         )
+    sqlite = (results.get("ledger") or {}).get("sqlite")
+    if sqlite and "error" not in sqlite:
+        rate = sqlite["items_per_s"]["ledger"]["median"]
+        add(
+            "ledger items/s",
+            "sqlite",
+            f"{rate:,.0f}",
+            f"≥ {SQLITE_ITEMS_PER_S:,}",
+            rate >= SQLITE_ITEMS_PER_S,
+            f"batch {sqlite['batch_size']}",
+        )
+    goals += billing.judge(results)
     cold = results.get("coldstart") or {}
     base = cold.get("import cronwarden")
     if base:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import billing
 from .stats import fmt_spread
 
 MET = {True: "✅ met", False: "❌ missed", None: "- n/a"}
@@ -61,6 +62,7 @@ def render(results: dict[str, Any]) -> str:
     )
     out += _costs(results.get("costs"))
     out += _ledger(results.get("ledger"))
+    out += billing.render(results.get("billing"))
     out += _latency(results.get("latency"))
     out += _cold(results.get("coldstart"))
     out += _liveness(results.get("liveness"))
@@ -187,8 +189,9 @@ def _ledger(section: Any) -> list[str]:
         "## Ledger throughput (items/s)",
         "",
         "`ctx.items()` over N items in one run (claim and completion included) against, on the",
-        "same store with its own SDK: (a) the same item records (pending, then done) in the same",
-        "batched commits, without the engine; the floor, one record per item in batches; (b) the",
+        "same store with its own SDK: (a) the same records (the ledger's pages: one per batch,",
+        "written pending, then done) in the same batched commits, without the engine, the fence",
+        "or fingerprints; the floor, one record per item in batches; (b) the",
         "per-item pattern of AWS Powertools' idempotency: a conditional put, then an update, per",
         "item (2 round trips per item; measured on fewer items, scaled). Each repeat runs all of",
         "them back to back; the ratios are taken per repeat (median and range shown).",

@@ -37,7 +37,7 @@ from cronwarden.ports import (
     Update,
     Version,
 )
-from cronwarden.records import parse_iso
+from cronwarden.records import CODE_STATES, parse_iso
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS effects (
@@ -103,8 +103,10 @@ def _run_key(key: Key) -> str:
     return f"{key.job}:{key.id}"
 
 
-def _describe(ops: Sequence[Op]) -> dict[str, Any]:
-    """What the checker needs from one commit's ops."""
+def _describe(ops: Sequence[Op], pages: dict[Key, list[str]] | None = None) -> dict[str, Any]:
+    """What the checker needs from one commit's ops. ``pages``: the keys of the ledger pages
+    this process wrote whole (a later ``states`` update of a page names no keys)."""
+    pages = {} if pages is None else pages
     kinds = [f"{type(op).__name__}:{op.key.kind}:{op.key.id}" for op in ops]
     run: dict[str, Any] = {}
     items: list[list[str]] = []
@@ -122,7 +124,24 @@ def _describe(ops: Sequence[Op]) -> dict[str, Any]:
             }
         elif op.key.kind == ITEM and isinstance(op, Merge):
             window, _, item = op.key.id.partition("/")
-            items.append([f"{op.key.job}:{window}", item, str(op.fields.get("state"))])
+            run_key = f"{op.key.job}:{window}"
+            if "states" not in op.fields:  # an item record
+                items.append([run_key, item, str(op.fields.get("state"))])
+                continue
+            states = str(op.fields["states"])
+            if isinstance(op.fields.get("keys"), list):  # a whole page
+                pages[op.key] = [str(k) for k in op.fields["keys"]]
+                items += [
+                    [run_key, k, CODE_STATES[c]]
+                    for k, c in zip(pages[op.key], states, strict=False)
+                ]
+            else:  # its states only: the done / released marks it carries
+                keys = pages.get(op.key, [])
+                items += [
+                    [run_key, k, CODE_STATES[c]]
+                    for k, c in zip(keys, states, strict=False)
+                    if c in ("d", "r")
+                ]
     return {"ops": kinds, "run": run, "items": items}
 
 
@@ -138,6 +157,7 @@ class RecordingStore(Store):
     def __init__(self, inner: Store, history: str, *, skew: float = 0.0) -> None:
         super().__init__()
         self.inner = inner
+        self._pages: dict[Key, list[str]] = {}  #: keys of the ledger pages written whole
         self.history = history
         self.skew = skew
         self.capabilities = inner.capabilities
@@ -181,7 +201,7 @@ class RecordingStore(Store):
     def _commit(self, ops: list[Op]) -> list[Version]:
         if self.before_commit is not None:
             self.before_commit(ops)
-        described = _describe(ops)
+        described = _describe(ops, self._pages)
         t_before = time.time()
         status, error = "accepted", None
         try:

@@ -24,9 +24,9 @@ from typing import Any
 
 from cronwarden import Engine, EngineSettings, JobSet, Worker
 from cronwarden.logs import configure
-from cronwarden.ports import ITEM, RUN, Create, Merge, Op, Store
+from cronwarden.ports import RUN, Create, Op, Store
 from cronwarden.redaction import register_secret
-from cronwarden.testing.faults import UNAVAILABLE, UNKNOWN, Fault, FaultyStore
+from cronwarden.testing.faults import UNAVAILABLE, UNKNOWN, Fault, FaultyStore, marks
 
 from . import jobs
 from .history import RecordingStore
@@ -35,10 +35,7 @@ from .stacks import build
 
 def _ledger_batch(operation: str, ops: list[Op]) -> bool:
     """A ``ctx.items()`` batch commit (it marks items pending)."""
-    return operation == "commit" and any(
-        isinstance(op, Merge) and op.key.kind == ITEM and op.fields.get("state") == "pending"
-        for op in ops
-    )
+    return marks("pending")(operation, ops)
 
 
 def ledger_faults(kind: str, times: int) -> list[Fault]:

@@ -15,7 +15,8 @@ import pytest
 import cronwarden
 from cronwarden import OutcomeKind, RunContext, RunRequest, Uncertain
 from cronwarden.errors import FingerprintMismatch, LeaseLost, PermanentError
-from cronwarden.ports import ITEM, LOCK, RUN, STATUS, Key, Merge
+from cronwarden.ledger import item_records
+from cronwarden.ports import LOCK, RUN, STATUS, Key, Merge
 from tests.support.harness import FakeClock, Harness, at, harness
 
 W = at("2026-01-20T02:00Z")
@@ -123,7 +124,7 @@ def test_ledger_round_trips_are_one_per_batch(tmp_path: Path) -> None:
         assert outcome.kind is OutcomeKind.SUCCEEDED
         assert outcome.counters["items_done"] == 250
         assert made.store.round_trips - before == 2 + 3
-        items = made.store.query(ITEM, "fan")
+        items = item_records(made.store, "fan")
         assert len(items) == 250 and {r.data["state"] for r in items} == {"done"}
         assert all("expire_at" in r.data for r in items)
     finally:
@@ -198,7 +199,7 @@ def test_uncertain_items_can_be_quarantined(tmp_path: Path) -> None:
         outcome = made.engine.execute(RunRequest("fan", W))
         assert outcome.kind is OutcomeKind.SUCCEEDED
         assert outcome.counters.get("items_quarantined") == 1
-        states = {r.data["key"]: r.data["state"] for r in made.store.query(ITEM, "fan")}
+        states = {r.data["key"]: r.data["state"] for r in item_records(made.store, "fan")}
         # 2 was in progress when the attempt died: uncertain. 3 was claimed but never started:
         # released by the failure commit, so the retry simply does it.
         assert states == {"0": "done", "1": "done", "2": "quarantined", "3": "done"}

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from cronwarden.adapters.local import SQLiteStore
-from cronwarden.ports import ITEM, RUN, STATUS, Key
+from cronwarden.ledger import item_records
+from cronwarden.ports import RUN, STATUS, Key
 from cronwarden.records import parse_iso
 from tests.support.procs import effects, poll, reaping, start_worker
 
@@ -117,7 +118,7 @@ def test_sigkill_mid_ledger_resumes_from_checkpoint_items_once(tmp_path: Path) -
     assert len(set(idems.values())) == 30
     store = SQLiteStore(str(db))
     try:
-        ledger = store.query(ITEM, "fanout", prefix=f"{WINDOW}/")
+        ledger = item_records(store, "fanout", WINDOW)
     finally:
         store.close()
     assert len(ledger) == 30 and all(r.data["state"] == "done" for r in ledger)

@@ -20,6 +20,7 @@ import cronwarden
 from cronwarden import OutcomeKind, RunContext, RunRequest, Uncertain
 from cronwarden.engine import Engine, EngineSettings
 from cronwarden.jobs import JobSet
+from cronwarden.ledger import read_items
 from cronwarden.ports import ITEM, LOCK, RUN, Delete, Key, Op, Store
 from cronwarden.records import StatusRecord, status_key_of
 from cronwarden.testing.faults import UNAVAILABLE, UNKNOWN, Fault, FaultyStore, marks
@@ -86,7 +87,8 @@ def run_until_done(engine: Engine, attempts: int = 5) -> list[OutcomeKind]:
 
 
 def item_states(store: Store) -> dict[str, str]:
-    return {r.data["key"]: r.data["state"] for r in store.query(ITEM, "fan", prefix=f"{WINDOW}/")}
+    found = read_items(store.query(ITEM, "fan", prefix=f"{WINDOW}/"))
+    return {key: view.item.state for key, view in found.items()}
 
 
 # -- case 1: a transient store error on a ledger batch commit ---------------------------------
@@ -229,13 +231,14 @@ def test_renewal_of_unknown_outcome_keeps_the_lease(store: Store, after: bool) -
 
 
 def test_marks_are_whole_records_when_released(store: Store) -> None:
-    """A released mark may replace a pending mark that never landed: it is a whole record."""
+    """A released mark may replace a pending mark that never landed: it is a whole record
+    (since ledger pages: a whole page, with every item's key, fingerprint and state)."""
     job = Fanout()
     faulty = FaultyStore(store, [Fault(UNAVAILABLE, match=marks("pending"), times=1000)])
     engine = engine_for(faulty, job)
     assert engine.execute(RunRequest("fan", W)).kind is OutcomeKind.FAILED
     for record in store.query(ITEM, "fan"):
-        assert {"key", "fp", "state", "run_id"} <= set(record.data)
+        assert {"keys", "fps", "states", "run_id"} <= set(record.data)
     faulty.plan.clear()
     assert run_until_done(engine) == [OutcomeKind.SUCCEEDED]
     assert job.effects == Counter({key: 1 for key in job.items})

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from cronwarden.adapters.local import SQLiteStore
+from cronwarden.ledger import read_items
 from cronwarden.ports import ITEM
 
 pytestmark = pytest.mark.slow
@@ -54,7 +55,8 @@ def effects(tmp_path: Path) -> list[dict[str, Any]]:
 def states(tmp_path: Path) -> dict[str, str]:
     store = SQLiteStore(str(tmp_path / "state.db"))
     try:
-        return {r.data["key"]: r.data["state"] for r in store.query(ITEM, "fan")}
+        found = read_items(store.query(ITEM, "fan"))
+        return {key: view.item.state for key, view in found.items()}
     finally:
         store.close()
 

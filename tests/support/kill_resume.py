@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from cronwarden import JobSet, RunRequest, Trigger
-from cronwarden.ports import ITEM, RUN, Key, Publisher, Store
+from cronwarden.ledger import item_records
+from cronwarden.ports import RUN, Key, Publisher, Store
 
 from .procs import ROOT, Proc, effects, poll, reaping
 
@@ -99,6 +100,6 @@ def assert_resumed_once(
     resumed = {e["run_id"] for e in items} - {e["run_id"] for e in items[:killed_after]}
     assert resumed == {final["run_id"]}
     assert all(e["uncertain"] for e in items if e["item"] in redone and e["run_id"] in resumed)
-    ledger = store.query(ITEM, "fanout", prefix="2026-01-20T02:00Z/")
+    ledger = item_records(store, "fanout", "2026-01-20T02:00Z")
     assert len(ledger) == ITEMS and all(r.data["state"] == "done" for r in ledger)
     return items

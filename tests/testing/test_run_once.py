@@ -8,7 +8,8 @@ import pytest
 import cronwarden
 from cronwarden import OutcomeKind, RunContext
 from cronwarden.errors import MalformedRunRequest
-from cronwarden.ports import ITEM, RUN, STATUS, Key
+from cronwarden.ledger import item_records
+from cronwarden.ports import RUN, STATUS, Key
 from cronwarden.testing import FakeClock, MemoryStore, run_once
 
 W = "2026-01-20T02:00Z"
@@ -51,7 +52,7 @@ def test_a_run_succeeds_through_the_real_engine_and_writes_its_records() -> None
     run = store.get(Key(RUN, "export", W))
     assert run is not None and run.data["state"] == "succeeded"
     assert store.get(Key(STATUS, "export")) is not None
-    assert len(store.query(ITEM, "export")) == 3
+    assert len(item_records(store, "export")) == 3
 
 
 def test_a_second_run_on_the_same_store_is_a_duplicate_and_runs_nothing() -> None:
