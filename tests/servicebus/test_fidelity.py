@@ -19,6 +19,7 @@ from azure.servicebus.aio import AutoLockRenewer as AsyncAutoLockRenewer
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.amqp import AmqpAnnotatedMessage
 from azure.servicebus.exceptions import (
+    MessageLockLostError,
     MessageSizeExceededError,
     MessagingEntityNotFoundError,
     ServiceBusAuthenticationError,
@@ -98,6 +99,41 @@ def test_settling_on_a_deleted_queue_raises(server: EmulatorServer) -> None:
             server.call(lambda: server.broker.delete_queue(name))
             with pytest.raises(ServiceBusError):
                 receiver.complete_message(msg)
+
+
+def test_a_queue_deleted_and_recreated_keeps_the_links_and_loses_the_locks(
+    server: EmulatorServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Locks held on a queue that is deleted and recreated in one step are lost: a renewal on the
+    attached ``$management`` link answers lock-lost (``MessageLockLostError``, which leaves the
+    receiver usable), so does settling, and the same receiver goes on with the new queue."""
+    caplog.set_level(logging.INFO, logger="cronwarden.emulators.servicebus")
+    name = _put_queue(server, "phoenix", lock_duration=30.0)
+
+    def recreate() -> None:
+        server.broker.delete_queue(name)
+        server.broker.put_queue(QueueConfig(name, lock_duration=30.0))
+
+    with ServiceBusClient.from_connection_string(server.connection_string, retry_total=0) as c:
+        with c.get_queue_sender(name) as sender:
+            sender.send_messages(ServiceBusMessage("old"))
+        with c.get_queue_receiver(name) as receiver:
+            (old,) = receive(receiver, 1)
+            receiver.renew_message_lock(old)  # attaches the $management link
+            server.call(recreate)
+            with pytest.raises(MessageLockLostError):
+                receiver.renew_message_lock(old)
+            with pytest.raises(MessageLockLostError):
+                receiver.complete_message(old)
+            with c.get_queue_sender(name) as sender:
+                sender.send_messages(ServiceBusMessage("new"))
+            (new,) = receive(receiver, 1)
+            assert str(new) == "new"
+            receiver.renew_message_lock(new)
+            receiver.complete_message(new)
+    (state,) = [q for q in server.call(server.broker.describe) if q["name"] == name]
+    assert state["messages"] == 0
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 def test_a_send_the_emulator_refuses_raises(server: EmulatorServer) -> None:
