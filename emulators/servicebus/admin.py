@@ -7,6 +7,9 @@ which the emulator does not implement).
     POST   /reset               every queue back to its configured state, empty
     PUT    /queues/<name>       create or reconfigure a queue; body: Config.json "Properties"
     DELETE /queues/<name>       delete a queue (404 if absent)
+    POST   /queues/<name>/expire-locks
+                                every lock held on the queue ends now, as when LockDuration
+                                elapses (delivery count + 1); {"expired": n} (404 if absent)
 
 Contract: each request runs on the AMQP loop thread (:meth:`EmulatorServer.call`), so it is
 atomic with respect to message traffic; a bad request answers 400 with ``{"error": ...}``.
@@ -22,6 +25,8 @@ from urllib.parse import unquote
 
 from .config import ConfigError, QueueConfig
 from .server import EmulatorServer
+
+_EXPIRE_LOCKS = "/expire-locks"
 
 
 class _AdminHandler(BaseHTTPRequestHandler):
@@ -56,9 +61,18 @@ class _AdminHandler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         emulator = self.server.emulator
-        if self.path.rstrip("/") == "/reset":
+        path = self.path.split("?")[0].rstrip("/")
+        if path == "/reset":
             emulator.call(emulator.broker.reset)
             self._reply(200, {"reset": True})
+        elif path.startswith("/queues/") and path.endswith(_EXPIRE_LOCKS):
+            name = unquote(path[len("/queues/") : -len(_EXPIRE_LOCKS)])
+            try:
+                expired = emulator.call(lambda: emulator.broker.expire_locks(name))
+            except KeyError:
+                self._reply(404, {"error": f"no queue {name!r}"})
+            else:
+                self._reply(200, {"expired": expired})
         else:
             self._reply(404, {"error": "not found"})
 

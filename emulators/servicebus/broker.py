@@ -418,6 +418,19 @@ class Broker:
         heapq.heappush(sub._lock_heap, (msg.locked_until, token))
         return msg.locked_until
 
+    def expire_locks(self, name: str) -> int:
+        """End every lock held on queue ``name`` (both sub-queues) now, exactly as if its
+        LockDuration had elapsed: each message is available again with delivery count + 1
+        (dead-lettered at MaxDeliveryCount), and renewing or settling with the old lock token
+        fails with lock-lost. Returns how many locks ended; KeyError for an unknown queue."""
+        queue = self.queues[name.lower()]
+        ended = 0
+        for sub in (queue.main, queue.dlq):
+            for msg in list(sub.locks.values()):
+                self._return(sub, msg, failed=True)
+                ended += 1
+        return ended
+
     def peek(self, sub: SubQueue, from_seq: int, count: int) -> list[StoredMessage]:
         seqs = heapq.nsmallest(max(count, 0), (s for s in sub.messages if s >= from_seq))
         return [sub.messages[s] for s in seqs]

@@ -106,6 +106,13 @@ class ServiceBusEmulator:
     def delete_queue(self, name: str) -> None:
         self._request("DELETE", f"/queues/{name}")
 
+    def expire_locks(self, name: str) -> int:
+        """End every lock held on queue ``name`` now, as when its LockDuration elapses: the
+        messages are available again (delivery count + 1) and the holders' renewals and
+        settlements fail with lock-lost. Returns how many locks ended."""
+        result: dict[str, int] = self._request("POST", f"/queues/{name}/expire-locks")
+        return int(result["expired"])
+
     def queues(self) -> list[dict[str, Any]]:
         """Per-queue counts: messages, active, deferred, scheduled, locked, dead_letter."""
         result: list[dict[str, Any]] = self._request("GET", "/queues")

@@ -106,3 +106,26 @@ def test_sending_to_the_dead_letter_queue_is_refused() -> None:
     assert dlq is not None
     with pytest.raises(BrokerError):
         broker.enqueue(dlq, BODY)
+
+
+def test_expire_locks_ends_every_lock_as_lock_expiry_does() -> None:
+    broker, _ = _broker(lock_duration=60.0, max_delivery_count=2)
+    sub = broker.resolve("q")
+    assert sub is not None
+    broker.enqueue(sub, BODY)
+    got = broker.acquire(sub, peek_lock=True)
+    assert got is not None and got[0].lock_token is not None
+    token = got[0].lock_token
+    assert broker.expire_locks("Q") == 1
+    for settle in (broker.renew, broker.complete):
+        with pytest.raises(BrokerError) as lost:
+            settle(sub, token)
+        assert lost.value.condition == "com.microsoft:message-lock-lost"
+    again = broker.acquire(sub, peek_lock=True)
+    assert again is not None and again[0].delivery_count == 1
+    assert broker.expire_locks("q") == 1  # the second failed attempt dead-letters it
+    assert broker.acquire(sub, peek_lock=True) is None
+    assert sub.queue.dlq.counts()["messages"] == 1
+    assert broker.expire_locks("q") == 0
+    with pytest.raises(KeyError):
+        broker.expire_locks("no-such-queue")

@@ -19,6 +19,7 @@ from azure.servicebus.aio import AutoLockRenewer as AsyncAutoLockRenewer
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure.servicebus.amqp import AmqpAnnotatedMessage
 from azure.servicebus.exceptions import (
+    MessageLockLostError,
     MessageSizeExceededError,
     MessagingEntityNotFoundError,
     ServiceBusAuthenticationError,
@@ -98,6 +99,41 @@ def test_settling_on_a_deleted_queue_raises(server: EmulatorServer) -> None:
             server.call(lambda: server.broker.delete_queue(name))
             with pytest.raises(ServiceBusError):
                 receiver.complete_message(msg)
+
+
+def test_a_queue_deleted_and_recreated_keeps_the_links_and_loses_the_locks(
+    server: EmulatorServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Locks held on a queue that is deleted and recreated in one step are lost: a renewal on the
+    attached ``$management`` link answers lock-lost (``MessageLockLostError``, which leaves the
+    receiver usable), so does settling, and the same receiver goes on with the new queue."""
+    caplog.set_level(logging.INFO, logger="cronwarden.emulators.servicebus")
+    name = _put_queue(server, "phoenix", lock_duration=30.0)
+
+    def recreate() -> None:
+        server.broker.delete_queue(name)
+        server.broker.put_queue(QueueConfig(name, lock_duration=30.0))
+
+    with ServiceBusClient.from_connection_string(server.connection_string, retry_total=0) as c:
+        with c.get_queue_sender(name) as sender:
+            sender.send_messages(ServiceBusMessage("old"))
+        with c.get_queue_receiver(name) as receiver:
+            (old,) = receive(receiver, 1)
+            receiver.renew_message_lock(old)  # attaches the $management link
+            server.call(recreate)
+            with pytest.raises(MessageLockLostError):
+                receiver.renew_message_lock(old)
+            with pytest.raises(MessageLockLostError):
+                receiver.complete_message(old)
+            with c.get_queue_sender(name) as sender:
+                sender.send_messages(ServiceBusMessage("new"))
+            (new,) = receive(receiver, 1)
+            assert str(new) == "new"
+            receiver.renew_message_lock(new)
+            receiver.complete_message(new)
+    (state,) = [q for q in server.call(server.broker.describe) if q["name"] == name]
+    assert state["messages"] == 0
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 def test_a_send_the_emulator_refuses_raises(server: EmulatorServer) -> None:
@@ -242,6 +278,9 @@ def _hold_with_renewer_sync(srv: EmulatorServer, name: str) -> list[ServiceBusRe
                 renewer.register(receiver, msg, max_lock_renewal_duration=60)
             _sleep_past_two_locks()
             for msg in held:
+                # Checked before settling: a renewal still in flight when the message is completed
+                # is answered lock-lost (the message is gone), as by Service Bus.
+                assert msg.auto_renew_error is None
                 receiver.complete_message(msg)  # raises MessageLockLostError if a renewal was lost
             assert receiver.receive_messages(max_message_count=HELD, max_wait_time=1) == []
             return held
@@ -254,8 +293,7 @@ def _sleep_past_two_locks() -> None:
 
 def test_auto_lock_renewer_with_many_messages_sync(server: EmulatorServer) -> None:
     name = _put_queue(server, "renew-sync", lock_duration=LOCK)
-    held = _hold_with_renewer_sync(server, name)
-    assert all(m.auto_renew_error is None for m in held)
+    assert len(_hold_with_renewer_sync(server, name)) == HELD
     assert server.call(lambda: server.broker.describe())[-1]["messages"] == 0
 
 
@@ -279,8 +317,8 @@ def test_auto_lock_renewer_with_many_messages_async(server: EmulatorServer) -> N
                     renewer.register(receiver, msg, max_lock_renewal_duration=60)
                 await asyncio.sleep(2 * LOCK + 1)  # outlive the lock (see _sleep_past_two_locks)
                 for msg in held:
+                    assert msg.auto_renew_error is None  # before settling (see the sync test)
                     await receiver.complete_message(msg)
-                assert all(m.auto_renew_error is None for m in held)
 
     asyncio.run(main())
     assert server.call(lambda: server.broker.describe())[-1]["messages"] == 0

@@ -30,6 +30,7 @@ import hashlib
 import hmac
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote_plus
@@ -467,17 +468,29 @@ def _wait(event: threading.Event, seconds: float = 20.0) -> None:
     assert event.wait(seconds), "the renewal failure callback was not called"
 
 
-def _lose_every_lock(sb: ServiceBusEmulator, queue: str) -> None:
-    """A service-side outage for the queue: it is recreated empty, so held locks are gone."""
-    sb.delete_queue(queue)
-    sb.create_queue(queue, lock_duration=1.0, max_delivery_count=3)
+#: Long enough that the renewer's first renewal comes about two seconds after it registers (it
+#: renews when less than 3/4 of the lock is left), well after the locks are lost, and that the
+#: settlement after the failure still holds an unexpired lock as far as the SDK can tell, so it
+#: is the emulator that refuses it.
+LOCK = 5.0
+
+
+def _lost_lock(error: object) -> bool:
+    """The renewer's error wraps the lock-lost status the renewal was answered with."""
+    return isinstance(getattr(error, "inner_exception", None), MessageLockLostError)
 
 
 def test_lock_renewal_failure_callback_sync(
-    sb: ServiceBusEmulator, client: ServiceBusClient, queue: str
+    sb: ServiceBusEmulator, client: ServiceBusClient, make_queue: Callable[..., str]
 ) -> None:
     """A renewal that fails calls ``on_lock_renew_failure`` with the error, and settling then
-    raises (the sample forces the failure through a private attribute; we lose the lock)."""
+    raises (the sample forces the failure through a private attribute; we make the emulator
+    end the lock, as when it expires). The message comes back with delivery count 1.
+
+    Not by deleting and recreating the queue: a renewal that falls between the two sees no
+    entity (a not-found detach or status, as from Service Bus), which the SDK treats as fatal
+    and shuts the receiver down, so the test depended on timing."""
+    queue = make_queue(lock_duration=LOCK, max_delivery_count=3)
     failures: list[object] = []
     failed = threading.Event()
 
@@ -492,18 +505,27 @@ def test_lock_renewal_failure_callback_sync(
         renewer.register(
             receiver, m, max_lock_renewal_duration=60, on_lock_renew_failure=on_failure
         )
-        _lose_every_lock(sb, queue)
+        assert sb.expire_locks(queue) == 1
         _wait(failed)
-        assert failures and failures[0] is not None
+        assert _lost_lock(failures[0]), failures
         with pytest.raises(MessageLockLostError):
             receiver.complete_message(m)
+        (again,) = receive(receiver, 1)
+        assert (str(again), again.delivery_count) == ("long job", 1)
+        receiver.complete_message(again)
 
 
-def test_lock_renewal_failure_callback_async(sb: ServiceBusEmulator, queue: str) -> None:
+def test_lock_renewal_failure_callback_async(
+    sb: ServiceBusEmulator, make_queue: Callable[..., str]
+) -> None:
+    queue = make_queue(lock_duration=LOCK, max_delivery_count=3)
+
     async def main() -> None:
+        failures: list[object] = []
         failed = asyncio.Event()
 
         async def on_failure(renewable: object, error: object) -> None:
+            failures.append(error)
             failed.set()
 
         async with AsyncServiceBusClient.from_connection_string(sb.connection_string) as client:
@@ -517,10 +539,14 @@ def test_lock_renewal_failure_callback_async(sb: ServiceBusEmulator, queue: str)
                 renewer.register(
                     receiver, m, max_lock_renewal_duration=60, on_lock_renew_failure=on_failure
                 )
-                await asyncio.to_thread(_lose_every_lock, sb, queue)
+                assert await asyncio.to_thread(sb.expire_locks, queue) == 1
                 await asyncio.wait_for(failed.wait(), 20)
+                assert _lost_lock(failures[0]), failures
                 with pytest.raises(MessageLockLostError):
                     await receiver.complete_message(m)
+                (again,) = await _receive_async(receiver, 1)
+                assert (str(again), again.delivery_count) == ("long job", 1)
+                await receiver.complete_message(again)
 
     asyncio.run(main())
 
