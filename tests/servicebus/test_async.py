@@ -125,7 +125,8 @@ def test_defer_renew_and_lock_expiry(sb: ServiceBusEmulator, queue: str) -> None
 
 def test_max_delivery_count_and_schedule(sb: ServiceBusEmulator, queue: str) -> None:
     async def body(client: ServiceBusClient) -> None:
-        due = _now() + dt.timedelta(seconds=2)
+        # a lead that outlasts the steps before the peek on a loaded machine
+        due = _now() + dt.timedelta(seconds=8)
         async with client.get_queue_sender(queue) as sender:
             await sender.send_messages(ServiceBusMessage("poison"))
             (seq,) = await sender.schedule_messages(ServiceBusMessage("later"), due)
@@ -139,7 +140,7 @@ def test_max_delivery_count_and_schedule(sb: ServiceBusEmulator, queue: str) -> 
                 (msg,) = await _receive(receiver, 1)
                 assert str(msg) == "poison"
                 await receiver.abandon_message(msg)
-            (later,) = await _receive(receiver, 1, deadline=6)
+            (later,) = await _receive(receiver, 1, deadline=20)
             assert str(later) == "later" and _now() >= due
             await receiver.complete_message(later)
         async with client.get_queue_receiver(
