@@ -32,7 +32,7 @@ def _when(text: str | None, now: datetime) -> datetime | None:
 def _open(jobs_target: str, provider: str, name: str) -> tuple[Any, Any]:
     from .cli_common import setup
 
-    return setup(jobs_target, provider, job_name=name)  # type: ignore[no-any-return]
+    return setup(jobs_target, provider, job_name=name)
 
 
 _BY = click.option("--by", help="Who (default: $USER@host).")
