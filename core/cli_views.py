@@ -19,8 +19,9 @@ def status_row(item: Any) -> dict[str, Any]:
     a dead-lettered or overran last run is an alert, not "ok"."""
     st = item.status
     state = item.state_text if st.get("status") else "never run"  # with a pause in force
-    if not st.get("status") and getattr(item, "waiting_on", ""):
-        state = f"never run; {item.waiting_on}"  # a dependent job's upstream has not succeeded
+    waiting = str(getattr(item, "waiting_on", None) or "")
+    if not st.get("status") and waiting:
+        state = f"never run; {waiting}"  # a dependent job's upstream has not succeeded
     alerts = [c.value for c in item.conditions]
     if state == "dead_lettered" and "dead_lettered" not in alerts:
         alerts.append("dead_lettered")

@@ -99,7 +99,9 @@ def publish_completion(publisher: Publisher, jobs: JobSet, job: Job, window: dat
     return published
 
 
-def _publish(publisher: Publisher, request: RunRequest, upstream: str, *, swept: bool = False) -> None:
+def _publish(
+    publisher: Publisher, request: RunRequest, upstream: str, *, swept: bool = False
+) -> None:
     from .trigger import request_attributes
 
     publisher.publish(
@@ -176,7 +178,9 @@ class OutboxSweep:
     def publisher(self) -> Publisher:
         return self._publisher if isinstance(self._publisher, Publisher) else self._publisher()
 
-    def after_check(self, watcher: Watcher, report: Report | None, error: BaseException | None) -> None:
+    def after_check(
+        self, watcher: Watcher, report: Report | None, error: BaseException | None
+    ) -> None:
         self.sweep(watcher.store, watcher.clock())
 
     def sweep(self, store: Store, now: datetime) -> int:

@@ -28,7 +28,7 @@ from cronwarden import (
 )
 from cronwarden.claiming import Claim
 from cronwarden.cli_views import status_row
-from cronwarden.dependencies import OutboxSweep
+from cronwarden.dependencies import OutboxSweep, dependent_request, publish_completion
 from cronwarden.liveness import Condition, Watcher
 from cronwarden.model import format_window
 from cronwarden.ports import OUTBOX, STATUS, Publisher, Queue, Store
@@ -86,6 +86,7 @@ def _jobs(ran: Ran) -> JobSet:
         [
             cronwarden.job("a", **hourly)(ran.handler),
             cronwarden.job("e", **hourly)(ran.handler),
+            cronwarden.job("p", **hourly)(ran.handler),  # plain: no dependents
             cronwarden.job("b", after="a", max_runtime="1m")(ran.handler),
             cronwarden.job("c", after="b", max_runtime="1m")(ran.handler),
             cronwarden.job("d", after=["a", "e"], max_runtime="1m")(ran.handler),
@@ -102,15 +103,16 @@ def _jobs(ran: Ran) -> JobSet:
 
 
 def drain(worker: Worker, *, until: Any = None, deadline: float = 60.0) -> None:
-    """Poll until ``until()`` holds (or, without it, until the queue stays empty for 1.5 s)."""
+    """Poll until ``until()`` holds (or, without it, until the queue stays empty for 1 s)."""
     give_up = time.monotonic() + deadline
     quiet_since = time.monotonic()
     while time.monotonic() < give_up:
         if worker.poll(max_messages=10, wait=0.5):
             quiet_since = time.monotonic()
-        elif until is not None and until():
-            return
-        elif until is None and time.monotonic() - quiet_since > 1.5:
+        elif until is not None:
+            if until():
+                return
+        elif time.monotonic() - quiet_since > 1.0:
             return
     raise AssertionError("the queue did not settle in time")
 
@@ -230,6 +232,48 @@ def test_missed_when_the_upstream_succeeded_and_the_dependent_did_not(
     late = conditions(done.finished_at + timedelta(hours=1, minutes=1))
     assert Condition.MISSED in late["b"]
     assert Condition.MISSED not in late["c"]  # c waits on b
+
+
+class Counting(Publisher):
+    def __init__(self) -> None:
+        self.bodies: list[bytes] = []
+
+    def publish(self, body: bytes, **_: Any) -> None:
+        self.bodies.append(body)
+
+
+def test_round_trips_a_dependency_adds(stack: tuple[Store, Queue]) -> None:
+    """A's outbox rides in its completion commit: a job with dependents costs the store
+    round trips of a plain job, plus one publish per dependent; a dependent with one upstream
+    costs a plain run; a fan-in dependent one read per other upstream."""
+    store = stack[0]
+    jobs = _jobs(Ran())
+    engine = Engine(jobs, store)
+
+    def trips(request: RunRequest) -> int:
+        before = store.round_trips
+        assert engine.execute(request).kind is OutcomeKind.SUCCEEDED
+        return store.round_trips - before
+
+    plain, upstream = trips(RunRequest("p", W)), trips(RunRequest("a", W))
+    sent = Counting()
+    assert publish_completion(sent, jobs, jobs["a"], W) == 2  # b and d
+    single = trips(dependent_request("b", "a", W))
+    trips(RunRequest("e", W))
+    fan_in = trips(dependent_request("d", "e", W))
+    before = store.round_trips
+    published = len(sent.bodies)
+    sweep = OutboxSweep(jobs, sent, min_age=timedelta(0))
+    # a/b, a/d, e/d deleted (their dependents ran); b/c published (c has not run)
+    assert sweep.sweep(store, engine.now()) == 1 and sweep.deleted == 3
+    swept = store.round_trips - before
+    print(
+        f"\n{store.__class__.__name__}: plain job {plain} store round trips; with 2 "
+        f"dependents {upstream} + {published} publishes; dependent (1 upstream) "
+        f"{single}; fan-in (2 upstreams) {fan_in}; sweep of 4 records "
+        f"(3 deleted, 1 published) {swept}"
+    )
+    assert upstream == plain and single == plain and fan_in == plain + 1
 
 
 def test_consumer_runs_once_per_key_and_dead_letters_malformed(
