@@ -35,6 +35,8 @@ def status_row(item: Any) -> dict[str, Any]:
         "schedule": (
             f"after {', '.join(item.job.after)}"
             if item.job.after
+            else "events (one run per key)"
+            if getattr(item.job, "event_keyed", False)
             else f"{item.job.schedule.cron} ({item.job.schedule.timezone})"
         ),
         "last_success_window": _time(item.last_success_window),

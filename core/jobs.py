@@ -149,11 +149,15 @@ class Job:
     #: the jobs this one runs after (``after=``): it runs once per window every one of them
     #: succeeded in, never by time; its schedule is theirs (:mod:`cronwarden.dependencies`)
     after: tuple[str, ...] = ()
+    #: an event consumer as the engine runs it (:meth:`JobSet.consumer_job`): one run per
+    #: event key, fired by :func:`cronwarden.publish`; its schedule is a placeholder
+    event_keyed: bool = False
 
     @property
     def timed(self) -> bool:
-        """Whether schedule ticks fire this job (a dependent job is fired by completions)."""
-        return not self.after
+        """Whether schedule ticks fire this job (a dependent job is fired by completions, a
+        consumer by events)."""
+        return not self.after and not self.event_keyed
 
     def __call__(self, ctx: RunContext) -> Any:
         return self.handler(ctx)
@@ -360,6 +364,7 @@ class JobSet:
                 description=declared.description,
                 owner=declared.owner,
                 tags=declared.tags,
+                event_keyed=True,
             )
         return self._consumer_jobs[name]
 

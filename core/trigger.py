@@ -62,13 +62,20 @@ class Trigger:
         self, job_name: str, fired_at: datetime, *, reason: str = "schedule"
     ) -> list[RunRequest]:
         """Enqueue the window ``fired_at`` falls in, plus catch-up windows (oldest first).
-        A dependent job (``after=``) is never fired by time: refused with ``ValueError``."""
+
+        A dependent job (``after=``) is never fired by time: a tick for it (a scheduler a
+        deployment still has) enqueues nothing and logs a warning; its upstreams' completions
+        enqueue its windows."""
         job = self._job(job_name)
         if not job.timed:
-            raise ValueError(
-                f"{job.name} runs after {', '.join(job.after)} succeeded, never by time: "
-                "no schedule tick fires it"
+            log.warning(
+                "%s: ignored a schedule tick: it runs after %s succeeded, never by time "
+                "(remove its scheduler)",
+                job.name,
+                ", ".join(job.after),
+                extra={"event": "trigger.ignored", "job": job.name},
             )
+            return []
         window = job.schedule.floor(utc(fired_at))
         requests = []
         if self.store is not None and job.catch_up.enabled:
