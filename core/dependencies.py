@@ -9,7 +9,7 @@ How a completion becomes a run (see ``docs/events.md``):
    store). No extra round trip; a failed or dead-lettered run writes none, so its dependents do
    not run.
 2. **Publish after the commit.** The worker that ran ``export`` publishes ``report``'s request
-   (:func:`publish_completion`, reason ``after``) once the commit returned.
+   (:func:`publish_completion`, reason ``after:<upstream>``) once the commit returned.
 3. **Sweep.** A crash (or a broker outage) between the commit and the publish leaves the
    outbox record: :class:`OutboxSweep` (run after every watcher check) publishes every record
    older than ``min_age`` whose dependent has no run record yet, and deletes those whose
@@ -39,7 +39,11 @@ if TYPE_CHECKING:
 
 log = get_logger("dependencies")
 
-REASON = "after"  #: the ``reason`` of a request published by an upstream's completion
+#: the ``reason`` of a request published by an upstream's completion: ``after:<upstream>``.
+#: The sender rides in the reason, not the payload: every request of a dependent's run key
+#: carries the same (empty) payload, whichever upstream or operator sent it, so no copy is
+#: ever refused as a different payload
+REASON = "after"
 #: how old an outbox record must be before the sweep republishes it (the normal publish
 #: follows the commit within a second; the sweep must not race it)
 SWEEP_AGE = timedelta(minutes=2)
@@ -63,7 +67,13 @@ def outbox_ops(jobs: JobSet, job: Job, window_text: str, now: datetime) -> list[
 
 
 def dependent_request(dependent: str, upstream: str, window: datetime) -> RunRequest:
-    return RunRequest(dependent, window, reason=REASON, payload={"after": upstream})
+    return RunRequest(dependent, window, reason=f"{REASON}:{upstream}")
+
+
+def sender_of(request: RunRequest) -> str | None:
+    """The upstream whose completion sent ``request`` (None for a manual run, a backfill)."""
+    kind, _, upstream = request.reason.partition(":")
+    return upstream if kind == REASON and upstream else None
 
 
 def dedup_id(request: RunRequest, upstream: str) -> str:
@@ -145,8 +155,8 @@ def gate(store: Store, job: Job, request: RunRequest) -> str | None:
     None. A request sent by the completion of the only upstream needs no read."""
     if not job.after:
         return None
-    sender = request.payload.get("after") if request.reason == REASON else None
-    known = [sender] if isinstance(sender, str) and sender in job.after else []
+    sender = sender_of(request)
+    known = [sender] if sender in job.after else []
     if len(known) == len(job.after):
         return None
     waiting = waiting_on(store, job, request.slot_text, known)
