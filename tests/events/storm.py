@@ -43,7 +43,7 @@ def main(directory: str, index: int, copies: int) -> None:
         with open(runs, "a") as out:  # O_APPEND: one line per handler run, any process
             out.write(f"{os.getpid()} {ctx.run_key} {ctx.payload['amount']}\n")
 
-    declared = cronwarden.consumer("invoice-render", key="invoice_id", max_runtime="5s")(render)
+    declared = cronwarden.consumer("invoice-render", key="invoice_id", max_runtime="1s")(render)
     store = SQLiteStore(str(root / "state.db"))
     queue = SQLiteQueue(str(root / "queue.db"), max_deliveries=20)
     engine = Engine(
