@@ -60,6 +60,10 @@ _EXPORTS = {
     "FingerprintMismatch": "errors",
     "ConfigurationError": "errors",
     "run_command": "command",
+    "consumer": "consumers",
+    "publish": "consumers",
+    "EventConsumer": "consumers",
+    "MalformedEvent": "consumers",
 }
 
 __all__ = [
@@ -71,6 +75,7 @@ __all__ = [
     "CronwardenError",
     "Engine",
     "EngineSettings",
+    "EventConsumer",
     "Expect",
     "FingerprintMismatch",
     "InvalidJobDefinition",
@@ -81,6 +86,7 @@ __all__ = [
     "Liveness",
     "LocalRunner",
     "LogNotifier",
+    "MalformedEvent",
     "Outcome",
     "OutcomeKind",
     "Overlap",
@@ -95,9 +101,11 @@ __all__ = [
     "Watcher",
     "WebhookNotifier",
     "Worker",
+    "consumer",
     "job",
     "load_jobs",
     "provider_from_env",
+    "publish",
     "redact",
     "register_secret",
     "run_command",
@@ -107,6 +115,7 @@ __all__ = [
 if TYPE_CHECKING:
     from .command import run_command
     from .config import load_jobs, provider_from_env
+    from .consumers import EventConsumer, MalformedEvent, consumer, publish
     from .context import LedgerItem, RunContext, Uncertain
     from .engine import Engine, EngineSettings, Outcome, OutcomeKind
     from .errors import (

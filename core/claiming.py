@@ -130,14 +130,14 @@ class Claimer:
         *,
         after: datetime | None = None,
     ) -> Claim | Refusal:
-        window_text = format_window(request.window)
+        window_text = request.slot_text
         if after is not None and request.reason in _CATCHING_UP:
             waiting = self._predecessor_pending(job, request, after, log)
             if waiting is not None:
                 return waiting
         run_k, lock_k, status_k = (
             run_key_of(job.name, window_text),
-            lock_key_of(job.name),
+            lock_key_of(job.name, request.slot or ""),  # an event consumer: one lock per key
             status_key_of(job.name),
         )
         owner = f"{self.worker_id}:{secrets.token_hex(4)}"
@@ -487,7 +487,7 @@ class Claimer:
     ) -> RunRecord:
         return RunRecord(
             job=job.name,
-            window=format_window(request.window),
+            window=request.slot_text,
             run_key=request.run_key,
             state=RunState.RUNNING,
             owner=owner,

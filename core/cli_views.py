@@ -19,6 +19,9 @@ def status_row(item: Any) -> dict[str, Any]:
     a dead-lettered or overran last run is an alert, not "ok"."""
     st = item.status
     state = item.state_text if st.get("status") else "never run"  # with a pause in force
+    waiting = str(getattr(item, "waiting_on", None) or "")
+    if not st.get("status") and waiting:
+        state = f"never run; {waiting}"  # a dependent job's upstream has not succeeded
     alerts = [c.value for c in item.conditions]
     if state == "dead_lettered" and "dead_lettered" not in alerts:
         alerts.append("dead_lettered")
@@ -29,7 +32,13 @@ def status_row(item: Any) -> dict[str, Any]:
         "job": item.job.name,
         "owner": item.job.owner,
         "tags": list(item.job.tags),
-        "schedule": f"{item.job.schedule.cron} ({item.job.schedule.timezone})",
+        "schedule": (
+            f"after {', '.join(item.job.after)}"
+            if item.job.after
+            else "events (one run per key)"
+            if getattr(item.job, "event_keyed", False)
+            else f"{item.job.schedule.cron} ({item.job.schedule.timezone})"
+        ),
         "last_success_window": _time(item.last_success_window),
         "last_success_at": _time(item.last_success),
         "next_expected": _time(item.expected_next),

@@ -127,8 +127,11 @@ def _shown(path: str) -> str:
 
 def load_jobs(target: str) -> JobSet:
     jobs = JobSet.from_module(load_module(target))
-    if not len(jobs):
-        raise ConfigurationError(f"{target!r} defines no jobs (declare them with @cronwarden.job)")
+    if not len(jobs) and not jobs.consumers:
+        raise ConfigurationError(
+            f"{target!r} defines no jobs (declare them with @cronwarden.job "
+            "or @cronwarden.consumer)"
+        )
     return jobs
 
 

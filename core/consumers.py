@@ -19,8 +19,8 @@ other key (store keys cannot hold ``/``, ``#``, ``?``, control characters, or be
 never look like a window (windows start with a digit). So fifty copies of one event are one run:
 the claim dedupes them exactly as it dedupes redeliveries of one window.
 
-This module is the declaration, validation and wire format. Running a consumer's request needs
-the engine to accept a slot that is not a window; see ``docs/events-design.md``.
+This module is the declaration, validation and wire format; the worker runs a consumer's
+request through the engine like any run (``RunRequest.slot``); see ``docs/events.md``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import os
 import re
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -206,7 +208,7 @@ def consumer(
     def decorate(handler: Handler) -> EventConsumer:
         if not callable(handler):
             raise InvalidJobDefinition(f"{name}: the handler must be callable")
-        return EventConsumer(
+        declared = EventConsumer(
             name=name,
             handler=handler,
             key=key_function,
@@ -219,6 +221,8 @@ def consumer(
             owner=owner_text,
             tags=tag_tuple,
         )
+        _DECLARED[name] = declared  # for publish(name, ...) in this process (the latest wins)
+        return declared
 
     return decorate
 
@@ -360,18 +364,30 @@ def decode_event_request(raw: bytes | str, consumers: Mapping[str, EventConsumer
     return request
 
 
+_DECLARED: dict[str, EventConsumer] = {}  #: every consumer declared in this process, by name
+_PUBLISHER: list[Publisher] = []  #: the provider's queue, made on the first publish by name
+_GUARD = threading.Lock()
+
+
 def publish(
-    target: EventConsumer,
+    target: EventConsumer | str,
     event: Any,
     *,
-    publisher: Publisher,
+    publisher: Publisher | None = None,
     delay: float = 0.0,
 ) -> str:
     """Check ``event`` against ``target`` (schema, key) and enqueue it; return its run key.
 
-    The broker's deduplication id is the run key, so brokers that deduplicate drop copies, and
-    the claim makes the rest harmless. A malformed event raises :class:`MalformedEvent` here,
-    before anything is sent."""
+    ``target``: the consumer, or its name (a consumer declared in this process, else one of
+    the job module ``$CRONWARDEN_JOBS``). ``publisher``: default, the queue of the provider
+    ``$CRONWARDEN_PROVIDER`` names (made once per process). The broker's deduplication id is
+    the run key, so brokers that deduplicate drop copies, and the claim makes the rest
+    harmless. A malformed event raises :class:`MalformedEvent` here, before anything is sent;
+    an unknown consumer name raises :class:`~cronwarden.errors.ConfigurationError`."""
+    if isinstance(target, str):
+        target = _resolve(target)
+    if publisher is None:
+        publisher = _default_publisher()
     request = target.request(event)
     publisher.publish(
         request.to_json(),
@@ -380,6 +396,36 @@ def publish(
         delay=delay,
     )
     return request.run_key
+
+
+def _resolve(name: str) -> EventConsumer:
+    found = _DECLARED.get(name)
+    if found is not None:
+        return found
+    from .errors import ConfigurationError
+    from .hosting.settings import JOBS_ENV
+
+    target = os.environ.get(JOBS_ENV, "").strip()
+    if target:
+        from .config import load_module
+
+        found = consumers_in(load_module(target)).get(name)
+        if found is not None:
+            return found
+    known = ", ".join(sorted(_DECLARED)) or "none"
+    raise ConfigurationError(
+        f"no consumer named {name!r} is declared in this process"
+        f"{f' or in ${JOBS_ENV} ({target})' if target else ''} (known: {known})"
+    )
+
+
+def _default_publisher() -> Publisher:
+    with _GUARD:
+        if not _PUBLISHER:
+            from .config import provider_from_env
+
+            _PUBLISHER.append(provider_from_env().queue())
+        return _PUBLISHER[0]
 
 
 def consumers_in(module: ModuleType) -> dict[str, EventConsumer]:

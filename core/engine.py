@@ -19,7 +19,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -39,7 +39,7 @@ from .lease import Clock, Lease, LeaseKeeper
 from .ledger import WORST_ITEM_BYTES, Ledger, Uncertain
 from .logs import RunLogger, get_logger
 from .model import RunRequest, RunState, format_window, new_run_id
-from .ports import Merge, Store
+from .ports import Merge, Op, Store
 from .records import (
     CONSECUTIVE_FAILURES,
     LAST_SUCCESS_WINDOW_TS,
@@ -185,10 +185,15 @@ class Engine:
         Raises :class:`~cronwarden.errors.UnknownJob` for a job this engine does not know and
         lets store outages propagate (the delivery should then be retried by the caller).
         """
-        job = self.jobs.get(request.job)
+        if request.slot is not None:  # an event consumer's request: its slot is the event key
+            job = self.jobs.consumer_job(request.job)
+            if job is None:
+                raise UnknownJob(f"unknown consumer {request.job!r}")
+        else:
+            job = self.jobs.get(request.job)
         if job is None:
             raise UnknownJob(f"unknown job {request.job!r}")
-        if job.schedule.floor(request.window) != request.window:
+        if request.slot is None and job.schedule.floor(request.window) != request.window:
             raise MalformedRunRequest(
                 f"window {format_window(request.window)} is not a window of {job.name} "
                 f"({job.schedule.cron})"
@@ -200,10 +205,19 @@ class Engine:
                 "job": job.name,
                 "run_key": request.run_key,
                 "run_id": run_id,
-                "window": format_window(request.window),
+                "window": request.slot_text,
                 "worker": self.worker_id,
             },
         )
+        if job.after:  # a dependent job runs once every upstream succeeded in the window
+            from .dependencies import gate
+
+            waiting = gate(self.store, job, request)
+            if waiting is not None:
+                log.event(logging.INFO, "run.waiting", f"{job.name}: {request.run_key} {waiting}")
+                return Outcome(
+                    OutcomeKind.SKIPPED, request.run_key, reason="waiting_on", detail=waiting
+                )
         claimed = self.claim(job, request, run_id=run_id, redrive=redrive, log=log, after=after)
         if isinstance(claimed, Outcome):
             return claimed
@@ -394,7 +408,9 @@ class Engine:
             fields[QUARANTINED] = self._quarantine_map(job, ledger.window, quarantined)
         closed = {WINDOWS_OPEN: -1} if self.store.capabilities.atomic_increment else {}
         status = Merge(status_key_of(job.name), fields, closed, maximums=maximums)
-        if not self._record(job, request, lease, run, status, ledger, log):
+        # completion events of dependents ride in this commit (the outbox: no round trip)
+        outbox = self._outbox(job, request, now)
+        if not self._record(job, request, lease, run, status, ledger, log, outbox):
             return self._lease_lost(job, request, ctx)
         if quarantined:
             shown = ", ".join(quarantined[:20]) + (" …" if len(quarantined) > 20 else "")
@@ -442,6 +458,13 @@ class Engine:
             detail=detail,
             counters=dict(ctx.counters),
         )
+
+    def _outbox(self, job: Job, request: RunRequest, now: datetime) -> list[Op]:
+        if request.slot is not None or not self.jobs.dependents_of(job.name):
+            return []
+        from .dependencies import outbox_ops
+
+        return outbox_ops(self.jobs, job, request.slot_text, now)
 
     def _quarantine_map(self, job: Job, window: str, keys: list[str]) -> dict[str, list[str]]:
         """The status's unresolved quarantined items with this window's ``keys`` (one read,
@@ -556,12 +579,14 @@ class Engine:
         status: Merge,
         ledger: Ledger,
         log: RunLogger,
+        extra: Sequence[Op] = (),
     ) -> bool:
         """Record the run's result through the lease (run record, lock release, status, the
-        ledger's last marks); False when the run was taken over first (nothing recorded)."""
+        ledger's last marks, then ``extra``: the outbox, last so that it is always in the final
+        commit); False when the run was taken over first (nothing recorded)."""
         sent = ledger.final()
         try:
-            lease.finish(run, status, sent.ops)
+            lease.finish(run, status, [*sent.ops, *extra])
         except LeaseLost:
             log.event(
                 logging.ERROR,

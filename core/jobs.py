@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -16,6 +16,7 @@ from .expect import Expect
 from .schedule import Schedule
 
 if TYPE_CHECKING:
+    from .consumers import EventConsumer
     from .context import RunContext
 
 Handler = Callable[["RunContext"], Any]
@@ -145,6 +146,18 @@ class Job:
     tags: tuple[str, ...] = ()  #: labels for alert routing and ``status``
     expect: Expect | None = None  #: what a successful run must look like (else: suspicious)
     slow_factor: float | None = None  #: ``slow`` alert above this multiple of the p50 baseline
+    #: the jobs this one runs after (``after=``): it runs once per window every one of them
+    #: succeeded in, never by time; its schedule is theirs (:mod:`cronwarden.dependencies`)
+    after: tuple[str, ...] = ()
+    #: an event consumer as the engine runs it (:meth:`JobSet.consumer_job`): one run per
+    #: event key, fired by :func:`cronwarden.publish`; its schedule is a placeholder
+    event_keyed: bool = False
+
+    @property
+    def timed(self) -> bool:
+        """Whether schedule ticks fire this job (a dependent job is fired by completions, a
+        consumer by events)."""
+        return not self.after and not self.event_keyed
 
     def __call__(self, ctx: RunContext) -> Any:
         return self.handler(ctx)
@@ -157,8 +170,9 @@ class Job:
 def job(
     name: str,
     *,
-    cron: str,
-    timezone: str = "UTC",
+    cron: str | None = None,
+    timezone: str | None = None,
+    after: str | Iterable[str] | None = None,
     max_runtime: DurationLike,
     overlap: Overlap | str = Overlap.SKIP,
     retry: Retry | None = None,
@@ -174,13 +188,28 @@ def job(
 
     >>> @job("nightly-export", cron="0 2 * * *", timezone="Europe/Berlin", max_runtime="30m")
     ... def nightly_export(ctx): ...
+
+    ``after``: a job name or a list of names instead of ``cron``: the job runs once for each
+    window in which every one of them succeeded (run key ``<name>:<their window>``), never by
+    time, and takes their schedule (``cron``/``timezone`` with ``after`` are refused: a job is
+    fired by time or by its upstreams, not both). Unknown names and cycles fail when the
+    job set is built (at import of the job module).
     """
     if not isinstance(name, str) or not _NAME.match(name):
         raise InvalidJobDefinition(
             f"job name {name!r}: use 1-63 lowercase letters, digits and '-', "
             "starting and ending with a letter or digit"
         )
-    schedule = Schedule(cron, timezone)
+    upstreams = _after(name, after)
+    if upstreams and (cron is not None or timezone is not None):
+        raise InvalidJobDefinition(
+            f"{name}: after= and cron=/timezone= exclude each other: a dependent job runs "
+            f"when {', '.join(upstreams)} succeeded, on their schedule, never by time"
+        )
+    if not upstreams and cron is None:
+        raise InvalidJobDefinition(f"{name}: give cron= (a schedule) or after= (upstream jobs)")
+    # a dependent job's schedule is a placeholder until the JobSet gives it its upstreams'
+    schedule = Schedule(cron or "* * * * *", timezone or "UTC")
     runtime = parse_duration(max_runtime, field=f"{name}: max_runtime")
     if runtime <= timedelta(0):
         raise InvalidJobDefinition(f"{name}: max_runtime must be positive, got {max_runtime!r}")
@@ -229,9 +258,27 @@ def job(
             tags=tag_tuple,
             expect=None if expect is None or expect.empty else expect,
             slow_factor=None if slow_factor is None else float(slow_factor),
+            after=upstreams,
         )
 
     return decorate
+
+
+def _after(name: str, after: object) -> tuple[str, ...]:
+    if after is None:
+        return ()
+    names = (after,) if isinstance(after, str) else after
+    if not isinstance(names, Iterable):
+        raise InvalidJobDefinition(f"{name}: after must be a job name or a list of names")
+    values = tuple(names)
+    if not values:
+        raise InvalidJobDefinition(f"{name}: after= names no job")
+    for upstream in values:
+        if not isinstance(upstream, str) or not _NAME.match(upstream):
+            raise InvalidJobDefinition(f"{name}: after {upstream!r} is not a job name")
+    if len(set(values)) != len(values):
+        raise InvalidJobDefinition(f"{name}: after {list(values)!r} repeats a job")
+    return values
 
 
 def _owner(name: str, owner: object) -> str:
@@ -263,23 +310,101 @@ def _tags(name: str, tags: object) -> tuple[str, ...]:
 
 
 class JobSet:
-    """The jobs a worker knows, by name. Built from modules or explicit jobs."""
+    """The jobs a worker knows, by name, and its event consumers. Built from modules or
+    explicit jobs.
 
-    def __init__(self, jobs: Iterable[Job] = ()) -> None:
+    Dependent jobs (``after=``) are checked when the set is built (unknown names and cycles
+    raise :class:`InvalidJobDefinition` with one line) and take their upstreams' schedule
+    (fan-in: all upstreams must share one schedule and timezone)."""
+
+    def __init__(self, jobs: Iterable[Job] = (), consumers: Iterable[EventConsumer] = ()) -> None:
         self._jobs: dict[str, Job] = {}
+        #: event consumers (:func:`cronwarden.consumer`) by name: not iterated with the jobs
+        self.consumers: dict[str, EventConsumer] = {}
+        self._consumer_jobs: dict[str, Job] = {}
         for item in jobs:
-            self.add(item)
+            self._put(item)
+        for declared in consumers:
+            self.add_consumer(declared)
+        self._resolve()
+
+    def _put(self, item: Job) -> None:
+        if item.name in self._jobs and self._jobs[item.name] is not item:
+            same = self._jobs[item.name]
+            if not (item.after and same.handler is item.handler and same.after == item.after):
+                raise InvalidJobDefinition(f"two different jobs are named {item.name!r}")
+            return  # the same dependent job, before and after taking its upstreams' schedule
+        self._jobs[item.name] = item
 
     def add(self, item: Job) -> None:
-        if item.name in self._jobs and self._jobs[item.name] is not item:
-            raise InvalidJobDefinition(f"two different jobs are named {item.name!r}")
-        self._jobs[item.name] = item
+        """Add ``item`` (its upstreams must be in the set already)."""
+        self._put(item)
+        self._resolve()
+
+    def add_consumer(self, declared: EventConsumer) -> None:
+        if declared.name in self.consumers and self.consumers[declared.name] is not declared:
+            raise InvalidJobDefinition(f"two different consumers are named {declared.name!r}")
+        if declared.name in self._jobs:
+            raise InvalidJobDefinition(f"{declared.name!r} names both a job and a consumer")
+        self.consumers[declared.name] = declared
+
+    def consumer_job(self, name: str) -> Job | None:
+        """The consumer ``name`` as the engine runs it (claim, lease, retries, overlap per key)."""
+        declared = self.consumers.get(name)
+        if declared is None:
+            return None
+        if name not in self._consumer_jobs:
+            self._consumer_jobs[name] = Job(
+                name=declared.name,
+                schedule=Schedule("* * * * *", "UTC"),  # ctx.window: the publish minute
+                handler=declared.handler,
+                max_runtime=declared.max_runtime,
+                overlap=declared.overlap,
+                retry=declared.retry,
+                description=declared.description,
+                owner=declared.owner,
+                tags=declared.tags,
+                event_keyed=True,
+            )
+        return self._consumer_jobs[name]
+
+    def dependents_of(self, name: str) -> list[Job]:
+        """The jobs that run after ``name`` (its completion events' targets), by name."""
+        return [j for j in self._jobs.values() if name in j.after]
+
+    def _resolve(self) -> None:
+        check_dependencies({name: j.after for name, j in self._jobs.items()})
+        done: set[str] = set()
+
+        def visit(name: str) -> Job:
+            item = self._jobs[name]
+            if not item.after or name in done:
+                return item
+            ups = [visit(u) for u in item.after]
+            shared = {(u.schedule.cron, u.schedule.timezone) for u in ups}
+            if len(shared) > 1:
+                listed = "; ".join(
+                    f"{u.name}: {u.schedule.cron} ({u.schedule.timezone})" for u in ups
+                )
+                raise InvalidJobDefinition(
+                    f"{name}: after= jobs must share one schedule (a window is theirs): {listed}"
+                )
+            resolved = replace(item, schedule=ups[0].schedule)
+            self._jobs[name] = resolved
+            done.add(name)
+            return resolved
+
+        for job_name in list(self._jobs):
+            visit(job_name)
 
     @classmethod
     def from_module(cls, module: ModuleType) -> JobSet:
-        """Every :class:`Job` bound at the top level of ``module``."""
+        """Every :class:`Job` and event consumer bound at the top level of ``module``."""
+        from .consumers import consumers_in
+
         jobs = [value for value in vars(module).values() if isinstance(value, Job)]
-        return cls(sorted(jobs, key=lambda j: j.name))
+        declared = consumers_in(module).values()
+        return cls(sorted(jobs, key=lambda j: j.name), sorted(declared, key=lambda c: c.name))
 
     def get(self, name: str) -> Job | None:
         return self._jobs.get(name)

@@ -105,6 +105,8 @@ class JobHealth:
     #: the job's grace: a window with no record is missed at window + grace (see
     #: :mod:`cronwarden.accounting` for running and failed windows)
     grace: timedelta | None = None
+    #: a dependent job's upstreams whose latest run has not succeeded (``waits on a (failed)``)
+    waiting_on: str = ""
 
     @property
     def threshold(self) -> str:
@@ -127,6 +129,8 @@ class JobHealth:
             text += f"; {pause.describe()}"
         if snooze is not None and snooze.until is not None and snooze.active(datetime.now(UTC)):
             text += f"; alerts snoozed until {iso(snooze.until)}"
+        if self.waiting_on:
+            text += f"; {self.waiting_on}"
         return text
 
     @property
@@ -200,6 +204,16 @@ class Watcher:
     ) -> tuple[list[JobHealth], dict[str, Any]]:
         by_job = {r.key.job: r.data for r in statuses}
         health = [self._job_health(job, by_job.get(job.name, {}), now) for job in self.jobs]
+        if any(item.job.after for item in health):
+            from .dependencies import waits_text
+
+            for item in health:
+                item.waiting_on = waits_text(self.jobs, item.job, by_job) if item.job.after else ""
+        if self.jobs.consumers:  # event consumers: failures, dead letters, at_least
+            from .events import consumer_health, dead_lettered_events
+
+            dead = dead_lettered_events(self.queue, dlq_depth)
+            health += consumer_health(self.jobs, by_job, now, dead)
         return health, by_job.get(WATCHER_RECORD, {})
 
     def _job_health(self, job: Job, status: dict[str, Any], now: datetime) -> JobHealth:
@@ -217,6 +231,10 @@ class Watcher:
 
         # windows that fell due while the job was paused are excused, not gaps
         gaps = [g for g in accounting.gaps if not paused_at(status, g.window, now)]
+        if job.after:  # a dependent job misses a window only once its upstreams succeeded
+            from .dependencies import due_gaps
+
+            gaps = due_gaps(self.store, self.jobs, job, gaps, now)
         if gaps:
             oldest = gaps[0]
             more = f" and {len(gaps) - 1} more unaccounted window(s)" if len(gaps) > 1 else ""

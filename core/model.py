@@ -102,10 +102,18 @@ class RunRequest:
     reason: str = "schedule"  #: schedule | catch_up | manual | backfill
     payload: dict[str, Any] = field(default_factory=dict)
     requested_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    #: the run key's slot when it is not the window (an event consumer's ``e:<key>``; see
+    #: :mod:`cronwarden.consumers`); ``None`` for scheduled and dependent jobs
+    slot: str | None = None
+
+    @property
+    def slot_text(self) -> str:
+        """What follows ``job:`` in the run key: the slot, else the window's text."""
+        return self.slot if self.slot is not None else format_window(self.window)
 
     @property
     def run_key(self) -> str:
-        return run_key(self.job, self.window)
+        return f"{self.job}:{self.slot_text}"
 
     def to_json(self) -> bytes:
         body = {

@@ -22,7 +22,10 @@ RUN = "run"  #: id = window text; the run record with its lease and fence
 LOCK = "lock"  #: id = "" ; exists while a run of the job holds the job's overlap lock
 STATUS = "status"  #: id = "" ; the job's heartbeat / status, also carries alert state
 ITEM = "item"  #: id = "<window>/<item key>"; the per-item ledger
-KINDS = (RUN, LOCK, STATUS, ITEM)
+#: id = "<window>/<dependent job>"; a completion event waiting to be published (under the
+#: upstream job: it is written in the upstream's completion commit; :mod:`cronwarden.dependencies`)
+OUTBOX = "outbox"
+KINDS = (RUN, LOCK, STATUS, ITEM, OUTBOX)
 
 
 @dataclass(frozen=True)

@@ -59,8 +59,9 @@ def run_key_of(job: str, window_text: str) -> Key:
     return Key(RUN, job, window_text)
 
 
-def lock_key_of(job: str) -> Key:
-    return Key(LOCK, job)
+def lock_key_of(job: str, slot: str = "") -> Key:
+    """The job's overlap lock; an event consumer's is per event key (its slot)."""
+    return Key(LOCK, job, slot)
 
 
 def status_key_of(job: str) -> Key:

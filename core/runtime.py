@@ -53,7 +53,8 @@ class Scheduler(threading.Thread):
         self.clock = clock or (lambda: datetime.now(UTC))
         self.max_sleep = max_sleep
         now = self.clock()
-        self.next_fire = {job.name: job.schedule.next_after(now) for job in jobs}
+        # a dependent job (after=) is fired by its upstreams' completions, never by time
+        self.next_fire = {job.name: job.schedule.next_after(now) for job in jobs if job.timed}
 
     def run(self) -> None:
         while not self.stop_event.is_set():
@@ -71,6 +72,9 @@ class Scheduler(threading.Thread):
                             extra={"event": "scheduler.error", "job": name},
                         )
                     self.next_fire[name] = schedule.next_after(now)
+            if not self.next_fire:  # only dependent jobs and consumers: nothing to fire
+                self.stop_event.wait(self.max_sleep)
+                continue
             wait = (min(self.next_fire.values()) - utc(self.clock())).total_seconds()
             self.stop_event.wait(max(0.05, min(self.max_sleep, wait)))
 
@@ -113,7 +117,7 @@ class LocalRunner:
     def fire_due(self, now: datetime | None = None) -> int:
         """Enqueue the latest due window of every job (plus catch-up). Returns requests made."""
         when = now or self.engine.now()
-        return sum(len(self.trigger.tick(job.name, when)) for job in self.jobs)
+        return sum(len(self.trigger.tick(job.name, when)) for job in self.jobs if job.timed)
 
     def drain(self, *, idle: float = 0.5, outcomes: MutableMapping[str, str] | None = None) -> int:
         """Work the queue with one worker until nothing arrives for ``idle`` seconds, or until

@@ -11,10 +11,12 @@ retry with backoff / postpone / dead-letter) that the host applies its own way.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from .backfill import catch_up_windows
 from .engine import Engine, Outcome, OutcomeKind
@@ -59,8 +61,21 @@ class Trigger:
     def tick(
         self, job_name: str, fired_at: datetime, *, reason: str = "schedule"
     ) -> list[RunRequest]:
-        """Enqueue the window ``fired_at`` falls in, plus catch-up windows (oldest first)."""
+        """Enqueue the window ``fired_at`` falls in, plus catch-up windows (oldest first).
+
+        A dependent job (``after=``) is never fired by time: a tick for it (a scheduler a
+        deployment still has) enqueues nothing and logs a warning; its upstreams' completions
+        enqueue its windows."""
         job = self._job(job_name)
+        if not job.timed:
+            log.warning(
+                "%s: ignored a schedule tick: it runs after %s succeeded, never by time "
+                "(remove its scheduler)",
+                job.name,
+                ", ".join(job.after),
+                extra={"event": "trigger.ignored", "job": job.name},
+            )
+            return []
         window = job.schedule.floor(utc(fired_at))
         requests = []
         if self.store is not None and job.catch_up.enabled:
@@ -162,6 +177,19 @@ def _after(attributes: Mapping[str, str]) -> datetime | None:
         return None
 
 
+def _is_event(delivery: Delivery) -> bool:
+    """Whether the body is an event consumer's request (``"kind": "event"`` at its top)."""
+    if delivery.attributes.get("kind") == "event":
+        return True
+    if b'"event"' not in bytes(delivery.body):
+        return False
+    try:
+        body = json.loads(delivery.body)
+    except (ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(body, dict) and body.get("kind") == "event"
+
+
 def lease_visibility(engine: Engine) -> float:
     """How long a pulled delivery stays invisible: the longest lease TTL plus one renewal
     interval (``ttl * (1 + renew_fraction)``), 60 s without jobs.
@@ -169,7 +197,9 @@ def lease_visibility(engine: Engine) -> float:
     A redelivery must come only after the lease has run out (else it is judged "in progress"),
     and visibility is extended at most one renewal interval after the lease moved. Every pull
     host takes this value as it is: apply the factor here, once."""
-    ttl = max((engine.lease_ttl(j) for j in engine.jobs), default=None)
+    consumers = [engine.jobs.consumer_job(name) for name in engine.jobs.consumers]
+    every = [*engine.jobs, *(c for c in consumers if c is not None)]
+    ttl = max((engine.lease_ttl(j) for j in every), default=None)
     return ttl.total_seconds() * (1 + engine.settings.renew_fraction) if ttl else 60.0
 
 
@@ -199,11 +229,16 @@ class Worker:
         queue: Queue | None = None,
         *,
         in_progress_retries: bool = False,
+        publisher: Publisher | Callable[[], Publisher] | None = None,
     ) -> None:
+        """``publisher``: where the completion of a job with dependents publishes their run
+        requests (default: ``queue``; a callable is called when first needed). Without one,
+        the outbox sweep publishes them."""
         self.engine = engine
         self._queue = queue
         self.in_progress_retries = in_progress_retries
         self.visibility = lease_visibility(engine)
+        self._publisher = publisher if publisher is not None else queue
 
     @property
     def queue(self) -> Queue:
@@ -219,9 +254,7 @@ class Worker:
             answer_probe(self.engine.store, token, self.engine.worker_id, self.engine.now())
             return Decision(Verdict.ack("probe"))
         try:
-            request = RunRequest.from_json(delivery.body)
-            if request.job not in self.engine.jobs:
-                raise MalformedRunRequest(f"unknown job {request.job!r}")
+            request = self._request(delivery)
         except MalformedRunRequest as exc:
             return Decision(self._reject(delivery, "MalformedRequest", str(exc)))
         try:
@@ -247,8 +280,57 @@ class Worker:
             )
             delay = min(60.0, 2.0 ** min(delivery.attempt, 6))
             return Decision(Verdict.retry(delay, type(exc).__name__, text))
+        if outcome.kind is OutcomeKind.SUCCEEDED and request.slot is None:
+            self._completed(request)
         verdict = verdict_for(outcome, in_progress_retries=self.in_progress_retries)
         return Decision(capped(verdict, delivery), outcome)
+
+    def _request(self, delivery: Delivery) -> RunRequest:
+        """The delivery's run request: a scheduled / dependent job's, or an event consumer's
+        (its schema checked again and its key recomputed from the event); raises
+        :class:`MalformedRunRequest` (a :class:`~cronwarden.consumers.MalformedEvent` for an
+        event) with the reason."""
+        jobs = self.engine.jobs
+        if _is_event(delivery):
+            from .consumers import decode_event_request
+
+            event = decode_event_request(delivery.body, jobs.consumers)
+            payload: Any = event.event  # ctx.payload is the event itself
+            return RunRequest(
+                event.consumer,
+                utc(event.published_at).replace(second=0, microsecond=0),
+                reason="event",
+                payload=payload,
+                slot=event.slot,
+            )
+        request = RunRequest.from_json(delivery.body)
+        if request.job not in jobs:
+            raise MalformedRunRequest(f"unknown job {request.job!r}")
+        return request
+
+    def _completed(self, request: RunRequest) -> None:
+        """After a success of a job with dependents: publish their run requests (the outbox
+        records are already in the store; a failure here is left to the sweep)."""
+        jobs = self.engine.jobs
+        job = jobs.get(request.job)
+        if job is None or not jobs.dependents_of(job.name):
+            return
+        from .dependencies import publish_completion
+
+        publisher = self._publisher
+        try:
+            target = publisher() if callable(publisher) else publisher
+        except Exception as exc:
+            target = None
+            wlog.error("no publisher for completion events: %s", redact(str(exc)))
+        if target is None:
+            wlog.warning(
+                "%s: no publisher for completion events; the outbox sweep publishes them",
+                request.run_key,
+                extra={"event": "dependency.no_publisher", "run_key": request.run_key},
+            )
+            return
+        publish_completion(target, jobs, job, request.window)
 
     def handle(self, delivery: Delivery) -> Outcome | None:
         """Decide one pulled delivery and settle it on :attr:`queue`. Returns the outcome."""

@@ -337,7 +337,7 @@ def build_app(
     app.__dict__["cronwarden_runtime"] = runtime
 
     if "trigger" in enabled:
-        for job in jobs:
+        for job in (j for j in jobs if j.timed):  # dependent jobs: fired by completions
             timer = timer_schedule_for(job, app_settings.schedule_for(job.name))
             runtime.timers[job.name] = timer
             _register_timer(app, func, runtime, job, timer)

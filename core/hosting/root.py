@@ -40,7 +40,7 @@ def jobset_of(target: ModuleType | JobSet | str) -> JobSet:
         from ..config import load_jobs
 
         return load_jobs(target)
-    if not len(jobs):
+    if not len(jobs) and not jobs.consumers:
         raise ConfigurationError("no jobs to serve (declare them with @cronwarden.job)")
     return jobs
 
@@ -182,12 +182,18 @@ class Composition:
         depth, whatever its kind: a watcher may run in another cloud than its jobs."""
         with self._lock:
             if self._watcher is None:
+                hooks = list(self.hooks)
+                if any(job.after for job in self.jobs):
+                    from ..dependencies import OutboxSweep
+
+                    # completion events a crash left in the outbox, published after each check
+                    hooks.append(OutboxSweep(self.jobs, self.run_queue))
                 self._watcher = Watcher(
                     self.jobs,
                     self.store,
                     self.provider.queue(),
                     notifiers=self.notifiers,
-                    hooks=self.hooks,
+                    hooks=hooks,
                 )
             return self._watcher
 

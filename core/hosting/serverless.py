@@ -48,7 +48,9 @@ class HostedRuntime(Composition, abc.ABC):
         with self._lock:
             if self._host_worker is None:
                 self._host_worker = Worker(
-                    self.engine, in_progress_retries=self.in_progress_retries
+                    self.engine,
+                    in_progress_retries=self.in_progress_retries,
+                    publisher=self.run_queue,  # completion events of dependents
                 )
             return self._host_worker
 

@@ -273,6 +273,6 @@ def test_declared_indexes_match_the_layout() -> None:
     assert path.read_text() == render()
     config = json.loads(render())
     groups = {i["collectionGroup"] for i in config["indexes"]}
-    assert groups == {"cw_run", "cw_lock", "cw_status", "cw_item"}
+    assert groups == {"cw_run", "cw_lock", "cw_status", "cw_item", "cw_outbox"}
     ttl = {(o["collectionGroup"], o["fieldPath"]) for o in config["fieldOverrides"] if o.get("ttl")}
     assert ttl == {("cw_run", "expire_at"), ("cw_item", "expire_at")}

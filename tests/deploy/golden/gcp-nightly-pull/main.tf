@@ -320,6 +320,19 @@ module "state" {
         },
       ]
     },
+    {
+      collection = "cw_outbox"
+      fields = [
+        {
+          field_path = "job"
+          order      = "ASCENDING"
+        },
+        {
+          field_path = "id"
+          order      = "ASCENDING"
+        },
+      ]
+    },
   ]
   field_overrides = [
     {
@@ -371,6 +384,16 @@ module "state" {
       collection = "cw_item"
       field      = "expire_at"
       ttl        = true
+    },
+    {
+      collection = "cw_outbox"
+      field      = "d"
+      ttl        = false
+    },
+    {
+      collection = "cw_outbox"
+      field      = "rev"
+      ttl        = false
     },
   ]
   depends_on = [google_project_service.apis]
