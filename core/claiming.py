@@ -52,7 +52,7 @@ CLAIM_ROUNDS = 6
 _CATCHING_UP = {"catch_up", "backfill"}
 #: requests a person made (a pause lets them through); a redrive counts as one too
 _BY_HAND = {"manual", "rerun", "backfill"}
-#: fires the scheduler made (a pause excuses their windows)
+#: fires the scheduler made (a pause excuses their windows; so it does an upstream's wake-up)
 _SCHEDULED = {"schedule", "catch_up"}
 #: how long a retry of a window started before a pause waits before it looks again
 _PAUSED_RETRY_EVERY = 900.0
@@ -291,9 +291,7 @@ class Claimer:
                     state=run.state.value,
                 )
                 return Refusal(Refused.DEAD_LETTERED, reason="AlreadyDeadLettered", detail=detail)
-            excused_fire = (
-                run.state is RunState.EXCUSED and request.reason == "schedule" and not redrive
-            )
+            excused_fire = run.state is RunState.EXCUSED and _refire(request.reason) and not redrive
             rerun = redrive > run.redrive  # a re-run / redrive is a newer generation
             if (run.state is RunState.SUCCEEDED and not rerun) or excused_fire:
                 log.event(
@@ -362,7 +360,7 @@ class Claimer:
         a window that had started before the pause waits for the resume (DEFERRED)."""
         pause = lock.pause or {}
         detail = f"paused by {pause.get('by') or '?'}: {pause.get('reason') or ''}".rstrip(": ")
-        if fresh and request.reason in _SCHEDULED:
+        if fresh and _fired(request.reason):
             if not excuse_window(
                 self.store,
                 job,
@@ -535,6 +533,16 @@ class Claimer:
         return run
 
 
+def _fired(reason: str) -> bool:
+    """A fire the schedule or an upstream's completion made (not a person): a pause excuses it."""
+    return reason in _SCHEDULED or reason.split(":", 1)[0] == "after"
+
+
+def _refire(reason: str) -> bool:
+    """Another copy of the fire that made an excused window (a catch-up may still run it)."""
+    return reason == "schedule" or reason.split(":", 1)[0] == "after"
+
+
 def _settled_by_run(record: Record | None, request: RunRequest, redrive: int) -> bool:
     """Whether the run record alone decides the claim (the lock need not be read): the window
     succeeded, was excused for a scheduled fire, or is dead-lettered, and this delivery is not
@@ -546,7 +554,7 @@ def _settled_by_run(record: Record | None, request: RunRequest, redrive: int) ->
     if redrive > run.redrive:
         return False
     if run.state is RunState.EXCUSED:
-        return request.reason == "schedule" and not redrive
+        return _refire(request.reason) and not redrive
     return run.state in (RunState.SUCCEEDED, RunState.DEAD_LETTERED)
 
 

@@ -153,3 +153,25 @@ def test_cli_run_once_of_a_paused_job_excuses_its_window_and_says_so(
         cli, ["pause", *jobs, "--reason", "x", "--until", "2020-01-01", "hourly"]
     )
     assert late.exit_code == 2 and "must end in the future" in late.output
+
+
+def test_a_paused_dependent_job_excuses_its_upstreams_wake_up(tmp_path: Path) -> None:
+    from cronwarden.adapters.local import LocalProvider
+
+    ran: list[str] = []
+    a = cronwarden.job("a", cron="0 * * * *", max_runtime="10m")(lambda ctx: None)
+    b = cronwarden.job("b", after="a", max_runtime="10m")(lambda ctx: ran.append("b"))
+    provider = LocalProvider(str(tmp_path / "state.db"))
+    try:
+        store = provider.store()
+        clock = FakeClock("2026-01-20T10:00:05Z")
+        engine = Engine(JobSet([a, b]), store, EngineSettings(clock=clock))
+        pause(store, "b", reason="downstream frozen", by="ana", now=clock())
+        wake = RunRequest("b", parse_window(W1), reason="after:a")
+        assert engine.execute(wake).kind is OutcomeKind.SKIPPED
+        stored = store.get(run_key_of("b", W1))
+        assert stored is not None and RunRecord.from_data(stored.data).excused == "paused"
+        assert engine.execute(wake).kind is OutcomeKind.DUPLICATE  # the sweep's second copy
+        assert ran == []
+    finally:
+        provider.close()
