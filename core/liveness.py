@@ -201,9 +201,7 @@ class Watcher:
     ) -> tuple[list[JobHealth], dict[str, Any]]:
         by_job = {r.key.job: r.data for r in statuses}
         moment = Moment(now, self.horizon)  # schedule answers shared by the jobs of a schedule
-        health = [
-            self._job_health(job, by_job.get(job.name, {}), now, moment) for job in self.jobs
-        ]
+        health = [self._job_health(job, by_job.get(job.name, {}), now, moment) for job in self.jobs]
         return health, by_job.get(WATCHER_RECORD, {})
 
     def _job_health(

@@ -3,7 +3,16 @@ every status record in one query (its round trips are counted; Table Storage pag
 entities, each page a request) and writes nothing when no alert changes (steady state).
 
 Status records are seeded healthy with the store's own SDK in bulk (Firestore: batches of 500;
-Table Storage: one partition per job, so one request per record, sent from a thread pool)."""
+Table Storage: one partition per job, so one request per record, sent from a thread pool).
+The watcher's clock is the seeding instant, so no window falls due during the measurement (a
+job whose window came due and has not run yet costs a read of its run records: real, but a
+different measurement, made by the windows section).
+
+The floor: the same records read with the store's SDK alone, no cronwarden code (SQLite and
+PostgreSQL: the driver's ``fetchall`` of the data column; Firestore: ``stream()`` of the
+collection; Table Storage: ``query_entities`` over the status rows; DynamoDB: the paginated
+GSI query). What the watcher adds over it is its own cost; the floor is the emulator's and the
+SDK's, which a watcher cannot go below."""
 
 from __future__ import annotations
 
@@ -91,6 +100,48 @@ def _seed(name: str, store: Store, first: int, last: int, now: datetime) -> None
             list(pool.map(put, jobs))
 
 
+def _floor(name: str, store: Any) -> Any:
+    """A callable that reads every status record with the store's SDK alone (see above)."""
+    if name == "sqlite":
+        return lambda: (
+            store._db.connection()
+            .execute("SELECT data FROM records WHERE kind = ?", [STATUS])
+            .fetchall()
+        )
+    if name == "postgres":
+        sql = f"SELECT data FROM {store._q}.records WHERE kind = %s"
+        return lambda: store.db.run(
+            lambda conn: store.db.execute(conn, sql, [STATUS]).fetchall(), what="floor"
+        )
+    if name == "firestore":
+        collection = store.client.collection(store.collection_name(STATUS))
+        return lambda: list(collection.stream())
+    if name == "table":
+        from cronwarden.adapters.azure import _keys
+
+        low = _keys.kind_prefix(STATUS)
+        params = {"low": low, "high": _keys.successor(low)}
+        return lambda: list(
+            store._table.query_entities(
+                "RowKey ge @low and RowKey lt @high", parameters=params, results_per_page=1000
+            )
+        )
+    if name == "dynamodb":
+        from cronwarden.adapters.aws.store import INDEX
+
+        def scan() -> list[Any]:
+            pages = store._db.get_paginator("query").paginate(
+                TableName=store.table,
+                IndexName=INDEX,
+                KeyConditionExpression="k = :k",
+                ExpressionAttributeValues={":k": {"S": STATUS}},
+            )
+            return [item for page in pages for item in page["Items"]]
+
+        return scan
+    raise ValueError(name)
+
+
 def measure(
     emulators: Emulators, stores: list[str], sizes: tuple[int, ...] = SIZES, repeats: int = REPEATS
 ) -> dict[str, Any]:
@@ -107,9 +158,12 @@ def measure(
                 _seed(name, store, seeded, size, now)
                 seed_s = time.perf_counter() - began
                 seeded = size
-                watcher = Watcher(JobSet(all_jobs[:size]), store, notifiers=[])
+                watcher = Watcher(
+                    JobSet(all_jobs[:size]), store, notifiers=[], clock=lambda now=now: now
+                )
                 watcher.check()  # warm-up (clients); steady state from here
-                checks, queries, trips = [], [], []
+                floor = _floor(name, store)
+                checks, queries, trips, floors = [], [], [], []
                 calls: dict[str, Any] = {}
                 for _ in range(repeats):
                     probe.reset()
@@ -123,6 +177,10 @@ def measure(
                     began = time.perf_counter()
                     store.query(STATUS)
                     queries.append(time.perf_counter() - began)
+                    began = time.perf_counter()
+                    if len(floor()) < size:  # (plus the watcher's own record, if written)
+                        raise RuntimeError(f"{name}/{size}: the bare SDK query missed records")
+                    floors.append(time.perf_counter() - began)
                 check_s = summary(checks)
                 rows.append(
                     {
@@ -131,6 +189,7 @@ def measure(
                         "calls": calls,
                         "check_s": check_s,
                         "query_s": summary(queries),
+                        "floor_s": summary(floors),
                         "per_job_us": check_s["median"] / size * 1e6,
                         "seed_s": seed_s,
                     }
