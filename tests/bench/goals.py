@@ -134,6 +134,9 @@ def _watcher_budget(store: str, row: dict[str, Any]) -> tuple[str, str, str, str
     floor = (row.get("floor_s") or {}).get("median")
     if floor is not None:
         note = f"SDK floor {floor:.2f} s, the watcher adds {check - floor:+.2f} s"
+        keys = (row.get("key_floor_s") or {}).get("median")
+        if keys is not None:
+            note += f"; key-only floor {keys:.2f} s"
         if not met:
             note = f"missed by {check - WATCHER_BUDGET_S:.2f} s; " + note
             if floor > WATCHER_BUDGET_S:

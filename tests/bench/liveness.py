@@ -12,7 +12,9 @@ The floor: the same records read with the store's SDK alone, no cronwarden code 
 PostgreSQL: the driver's ``fetchall`` of the data column; Firestore: ``stream()`` of the
 collection; Table Storage: ``query_entities`` over the status rows; DynamoDB: the paginated
 GSI query). What the watcher adds over it is its own cost; the floor is the emulator's and the
-SDK's, which a watcher cannot go below."""
+SDK's, which a watcher cannot go below. The key-only floor reads the same records projected to
+their key (Firestore ``select``, Table Storage ``select``, DynamoDB ``ProjectionExpression``,
+SQL one column): what the request costs however few fields a projection asks for."""
 
 from __future__ import annotations
 
@@ -100,21 +102,24 @@ def _seed(name: str, store: Store, first: int, last: int, now: datetime) -> None
             list(pool.map(put, jobs))
 
 
-def _floor(name: str, store: Any) -> Any:
-    """A callable that reads every status record with the store's SDK alone (see above)."""
+def _floor(name: str, store: Any, keys_only: bool = False) -> Any:
+    """A callable that reads every status record with the store's SDK alone (see above);
+    ``keys_only``: projected to the record's key."""
+    column = "job" if keys_only else "data"
     if name == "sqlite":
-        return lambda: (
-            store._db.connection()
-            .execute("SELECT data FROM records WHERE kind = ?", [STATUS])
-            .fetchall()
-        )
+        sql = f"SELECT {column} FROM records WHERE kind = ?"
+        return lambda: store._db.connection().execute(sql, [STATUS]).fetchall()
     if name == "postgres":
-        sql = f"SELECT data FROM {store._q}.records WHERE kind = %s"
+        sql = f"SELECT {column} FROM {store._q}.records WHERE kind = %s"
         return lambda: store.db.run(
-            lambda conn: store.db.execute(conn, sql, [STATUS]).fetchall(), what="floor"
+            lambda conn: store.db.execute(conn, sql, [STATUS]).fetchall(),
+            what="floor",
+            writes=False,
         )
     if name == "firestore":
-        collection = store.client.collection(store.collection_name(STATUS))
+        collection: Any = store.client.collection(store.collection_name(STATUS))
+        if keys_only:
+            collection = collection.select(["job"])
         return lambda: list(collection.stream())
     if name == "table":
         from cronwarden.adapters.azure import _keys
@@ -123,11 +128,16 @@ def _floor(name: str, store: Any) -> Any:
         params = {"low": low, "high": _keys.successor(low)}
         return lambda: list(
             store._table.query_entities(
-                "RowKey ge @low and RowKey lt @high", parameters=params, results_per_page=1000
+                "RowKey ge @low and RowKey lt @high",
+                parameters=params,
+                results_per_page=1000,
+                select=["PartitionKey"] if keys_only else None,
             )
         )
     if name == "dynamodb":
         from cronwarden.adapters.aws.store import INDEX
+
+        projection = {"ProjectionExpression": "pk"} if keys_only else {}
 
         def scan() -> list[Any]:
             pages = store._db.get_paginator("query").paginate(
@@ -135,6 +145,7 @@ def _floor(name: str, store: Any) -> Any:
                 IndexName=INDEX,
                 KeyConditionExpression="k = :k",
                 ExpressionAttributeValues={":k": {"S": STATUS}},
+                **projection,
             )
             return [item for page in pages for item in page["Items"]]
 
@@ -148,51 +159,66 @@ def measure(
     all_jobs = [_job(i) for i in range(max(sizes))]
     results: dict[str, Any] = {}
     for name in stores:
-        rows = []
-        with emulators.store(name) as store:
-            probe = Probe(store)
-            seeded = 0
-            now = datetime.now(UTC)
-            for size in sizes:
-                began = time.perf_counter()
-                _seed(name, store, seeded, size, now)
-                seed_s = time.perf_counter() - began
-                seeded = size
-                watcher = Watcher(
-                    JobSet(all_jobs[:size]), store, notifiers=[], clock=lambda now=now: now
-                )
-                watcher.check()  # warm-up (clients); steady state from here
-                floor = _floor(name, store)
-                checks, queries, trips, floors = [], [], [], []
-                calls: dict[str, Any] = {}
-                for _ in range(repeats):
-                    probe.reset()
-                    began = time.perf_counter()
-                    report = watcher.check()
-                    checks.append(time.perf_counter() - began)
-                    trips.append(probe.total)
-                    calls = probe.breakdown()
-                    if not report.ok or len(report.jobs) != size:
-                        raise RuntimeError(f"{name}/{size}: unexpected alerts {report.active[:3]}")
-                    began = time.perf_counter()
-                    store.query(STATUS)
-                    queries.append(time.perf_counter() - began)
-                    began = time.perf_counter()
-                    if len(floor()) < size:  # (plus the watcher's own record, if written)
-                        raise RuntimeError(f"{name}/{size}: the bare SDK query missed records")
-                    floors.append(time.perf_counter() - began)
-                check_s = summary(checks)
-                rows.append(
-                    {
-                        "jobs": size,
-                        "round_trips": trips,
-                        "calls": calls,
-                        "check_s": check_s,
-                        "query_s": summary(queries),
-                        "floor_s": summary(floors),
-                        "per_job_us": check_s["median"] / size * 1e6,
-                        "seed_s": seed_s,
-                    }
-                )
+        try:
+            rows = _measure_store(emulators, name, sizes, repeats, all_jobs)
+        except Exception as exc:  # one store's failure must not hide the others' figures
+            results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            continue
         results[name] = rows
     return results
+
+
+def _measure_store(
+    emulators: Emulators, name: str, sizes: tuple[int, ...], repeats: int, all_jobs: list[Job]
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    with emulators.store(name) as store:
+        probe = Probe(store)
+        seeded = 0
+        now = datetime.now(UTC)
+        for size in sizes:
+            began = time.perf_counter()
+            _seed(name, store, seeded, size, now)
+            seed_s = time.perf_counter() - began
+            seeded = size
+            watcher = Watcher(
+                JobSet(all_jobs[:size]), store, notifiers=[], clock=lambda now=now: now
+            )
+            watcher.check()  # warm-up (clients); steady state from here
+            floor, keys = _floor(name, store), _floor(name, store, keys_only=True)
+            checks, queries, trips, floors, key_floors = [], [], [], [], []
+            calls: dict[str, Any] = {}
+            for _ in range(repeats):
+                probe.reset()
+                began = time.perf_counter()
+                report = watcher.check()
+                checks.append(time.perf_counter() - began)
+                trips.append(probe.total)
+                calls = probe.breakdown()
+                if not report.ok or len(report.jobs) != size:
+                    raise RuntimeError(f"{name}/{size}: unexpected alerts {report.active[:3]}")
+                began = time.perf_counter()
+                store.query(STATUS)
+                queries.append(time.perf_counter() - began)
+                began = time.perf_counter()
+                if len(floor()) < size:  # (plus the watcher's own record, if written)
+                    raise RuntimeError(f"{name}/{size}: the bare SDK query missed records")
+                floors.append(time.perf_counter() - began)
+                began = time.perf_counter()
+                keys()
+                key_floors.append(time.perf_counter() - began)
+            check_s = summary(checks)
+            rows.append(
+                {
+                    "jobs": size,
+                    "round_trips": trips,
+                    "calls": calls,
+                    "check_s": check_s,
+                    "query_s": summary(queries),
+                    "floor_s": summary(floors),
+                    "key_floor_s": summary(key_floors),
+                    "per_job_us": check_s["median"] / size * 1e6,
+                    "seed_s": seed_s,
+                }
+            )
+    return rows
