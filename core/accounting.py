@@ -39,7 +39,7 @@ from .jobs import Job
 from .model import RunState, format_window, parse_window
 from .ports import RUN, Store
 from .records import RunRecord, StatusRecord
-from .schedule import utc
+from .schedule import Schedule, utc
 
 #: windows the watcher walks per job and check at most; an older backlog is read in pages
 MAX_WINDOWS_PER_CHECK = 2000
@@ -214,6 +214,50 @@ class Accounting:
         return self.of(WindowStatus.DEAD_LETTERED)
 
 
+class Moment:
+    """What every job of one check asks of its schedule at ``now``, answered once per distinct
+    schedule (a fleet shares a few): the latest due window, the next one, the interval at
+    ``now`` and the first window within ``horizon``. The answers are exactly those of the
+    :class:`~cronwarden.schedule.Schedule` methods; only the repetition is saved."""
+
+    __slots__ = ("_answers", "horizon", "now")
+
+    def __init__(self, now: datetime, horizon: timedelta) -> None:
+        self.now = now
+        self.horizon = horizon
+        self._answers: dict[Schedule, tuple[datetime, datetime, timedelta, datetime]] = {}
+
+    def _of(self, schedule: Schedule) -> tuple[datetime, datetime, timedelta, datetime]:
+        answers = self._answers.get(schedule)
+        if answers is None:
+            now = self.now
+            answers = (
+                schedule.floor(now),
+                schedule.next_after(now),
+                schedule.interval_at(now),
+                schedule.next_after(now - self.horizon),
+            )
+            self._answers[schedule] = answers
+        return answers
+
+    def latest(self, schedule: Schedule) -> datetime:
+        """``schedule.floor(now)``."""
+        return self._of(schedule)[0]
+
+    def next_after(self, schedule: Schedule) -> datetime:
+        """``schedule.next_after(now)``."""
+        return self._of(schedule)[1]
+
+    def grace(self, job: Job) -> timedelta:
+        """``job.grace_at(now)``."""
+        grace = job.liveness.grace
+        return grace if isinstance(grace, timedelta) else self._of(job.schedule)[2]
+
+    def horizon_start(self, schedule: Schedule) -> datetime:
+        """``schedule.next_after(now - horizon)``."""
+        return self._of(schedule)[3]
+
+
 def _start(job: Job, record: StatusRecord, now: datetime, horizon: timedelta) -> datetime | None:
     """The first window the job owes when it has no checkpoint yet: the first after the
     watcher first saw it, or after the horizon's start when runs are on record (found by the
@@ -240,6 +284,7 @@ def account(
     now: datetime,
     *,
     horizon: timedelta,
+    moment: Moment | None = None,
 ) -> Accounting:
     """Account for ``job``'s due windows from its status record; read its run records (one
     bounded query) only when the status does not prove every window since the checkpoint
@@ -247,11 +292,16 @@ def account(
 
     The proof: ``windows_open`` is 0 (or 1, held by the status's own run with a live lease)
     and ``windows_recorded - accounted_base`` equals the number of windows since the
-    checkpoint (every window has a record, every record is settled)."""
+    checkpoint (every window has a record, every record is settled).
+
+    ``moment``: the check's shared schedule answers at ``now`` (same ``now`` and ``horizon``);
+    a cache only, the result is the same without it."""
     record = StatusRecord.from_data(status)
     through = record.accounted_through
-    horizon_start = job.schedule.next_after(now - horizon)
-    latest = job.schedule.floor(now)
+    if moment is None or moment.now != now or moment.horizon != horizon:
+        moment = Moment(now, horizon)
+    horizon_start = moment.horizon_start(job.schedule)
+    latest = moment.latest(job.schedule)
     if through is not None:
         start = max(job.schedule.next_after(through), horizon_start)
     elif _has_runs(record):
@@ -333,6 +383,7 @@ def _checkpoint(
 
 __all__ = [
     "Accounting",
+    "Moment",
     "WindowState",
     "WindowStatus",
     "account",

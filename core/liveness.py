@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from .accounting import Accounting, account
+from .accounting import Accounting, Moment, account
 from .alerting.text import format_instant, job_fields, job_suffix
 from .durations import format_duration
 from .errors import CommitConflict
@@ -43,6 +43,7 @@ from .records import (
     ACCOUNTED_BASE,
     ACCOUNTED_THROUGH_TS,
     ALERTS,
+    SUSPICIOUS,
     StatusRecord,
     iso,
     parse_iso,
@@ -203,7 +204,8 @@ class Watcher:
         self, statuses: Iterable[Record], now: datetime, dlq_depth: int | None
     ) -> tuple[list[JobHealth], dict[str, Any]]:
         by_job = {r.key.job: r.data for r in statuses}
-        health = [self._job_health(job, by_job.get(job.name, {}), now) for job in self.jobs]
+        moment = Moment(now, self.horizon)  # schedule answers shared by the jobs of a schedule
+        health = [self._job_health(job, by_job.get(job.name, {}), now, moment) for job in self.jobs]
         if any(item.job.after for item in health):
             from .dependencies import waits_text
 
@@ -216,22 +218,31 @@ class Watcher:
             health += consumer_health(self.jobs, by_job, now, dead)
         return health, by_job.get(WATCHER_RECORD, {})
 
-    def _job_health(self, job: Job, status: dict[str, Any], now: datetime) -> JobHealth:
+    def _job_health(
+        self, job: Job, status: dict[str, Any], now: datetime, moment: Moment | None = None
+    ) -> JobHealth:
+        """One job's conditions. A healthy job costs its status fields and the schedule
+        answers ``moment`` shares; the per-condition work runs only where its input says a
+        condition may hold (the verdicts are those of the full evaluation)."""
+        if moment is None or moment.now != now or moment.horizon != self.horizon:
+            moment = Moment(now, self.horizon)
         conditions: dict[Condition, Alert] = {}
         record = StatusRecord.from_data(status)
         last_window = record.last_success_window
         last_success = record.last_success_at
-        expected_next = job.schedule.next_after(now)
+        expected_next = moment.next_after(job.schedule)
         tz = job.schedule.tz
-        grace = job.grace_at(now)
+        grace = moment.grace(job)
         common = {"last_success": last_success, "expected_next": expected_next}
-        accounting = account(self.store, job, status, now, horizon=self.horizon)
+        accounting = account(self.store, job, status, now, horizon=self.horizon, moment=moment)
 
-        from .pause import excused as paused_at
+        gaps = accounting.gaps
+        if gaps:
+            from .pause import excused as paused_at
 
-        # windows that fell due while the job was paused are excused, not gaps
-        gaps = [g for g in accounting.gaps if not paused_at(status, g.window, now)]
-        if job.after:  # a dependent job misses a window only once its upstreams succeeded
+            # windows that fell due while the job was paused are excused, not gaps
+            gaps = [g for g in gaps if not paused_at(status, g.window, now)]
+        if gaps and job.after:  # a dependent job misses a window only once its upstreams did
             from .dependencies import due_gaps
 
             gaps = due_gaps(self.store, self.jobs, job, gaps, now)
@@ -314,10 +325,14 @@ class Watcher:
                 extra={"skips": skips},
                 **common,
             )
-        from .ops_conditions import quiet_while_paused, run_conditions
+        if job.slow_factor is not None or status.get(SUSPICIOUS):
+            from .ops_conditions import run_conditions
 
-        conditions.update(run_conditions(job, status, now, common))
-        quiet_while_paused(conditions, status, now, now)
+            conditions.update(run_conditions(job, status, now, common))
+        if Condition.MISSED in conditions or Condition.SKIPPING in conditions:
+            from .ops_conditions import quiet_while_paused
+
+            quiet_while_paused(conditions, status, now, now)
         if record.quarantined:  # [ledger] items a human must check
             conditions[Condition.QUARANTINED] = Alert(
                 job.name,
@@ -328,7 +343,8 @@ class Watcher:
                 extra={"quarantined": record.quarantined},
                 **common,
             )
-        conditions = {kind: _about(job, alert) for kind, alert in conditions.items()}
+        if conditions:
+            conditions = {kind: _about(job, alert) for kind, alert in conditions.items()}
         return JobHealth(
             job, status, conditions, last_success, last_window, expected_next, accounting, grace
         )

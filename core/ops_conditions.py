@@ -115,6 +115,8 @@ def snooze_filter(
     While snoozed, fired conditions are kept in ``snoozed_alerts`` instead of notified, and
     recoveries are not announced. The first check after the snooze ends announces, once, the
     snoozed conditions that still fire ("still firing after snooze") and clears the list."""
+    if not status.get("snoozed_alerts") and not isinstance(status.get("snooze"), dict):
+        return new, gone, {}  # never snoozed, nothing held: the common case, without imports
     import dataclasses
 
     from .pause import snooze_of

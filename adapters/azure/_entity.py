@@ -186,6 +186,8 @@ def check_entity(partition: str, row: str, count: int, properties_size: int) -> 
 
 def decode_value(value: Any) -> Any:
     """Data value of one property as the SDK returned it."""
+    if isinstance(value, str | bool):  # most properties: returned as they are, no SDK type
+        return value
     from azure.data.tables import EntityProperty
 
     if isinstance(value, EntityProperty):

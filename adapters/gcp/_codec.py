@@ -76,7 +76,8 @@ def decode(value: Any) -> Any:
             return [decode(v) for v in value[LIST_MARKER]]
         if len(value) == 1 and MAP_MARKER in value:
             return {k: decode(v) for k, v in value[MAP_MARKER].items()}
-        return {k: decode(v) for k, v in value.items()}
+        # scalars (most values) without a call each
+        return {k: decode(v) if isinstance(v, dict | list) else v for k, v in value.items()}
     if isinstance(value, list):
         return [decode(v) for v in value]
     return value

@@ -3,7 +3,18 @@ every status record in one query (its round trips are counted; Table Storage pag
 entities, each page a request) and writes nothing when no alert changes (steady state).
 
 Status records are seeded healthy with the store's own SDK in bulk (Firestore: batches of 500;
-Table Storage: one partition per job, so one request per record, sent from a thread pool)."""
+Table Storage: one partition per job, so one request per record, sent from a thread pool).
+The watcher's clock is the seeding instant, so no window falls due during the measurement (a
+job whose window came due and has not run yet costs a read of its run records: real, but a
+different measurement, made by the windows section).
+
+The floor: the same records read with the store's SDK alone, no cronwarden code (SQLite and
+PostgreSQL: the driver's ``fetchall`` of the data column; Firestore: ``stream()`` of the
+collection; Table Storage: ``query_entities`` over the status rows; DynamoDB: the paginated
+GSI query). What the watcher adds over it is its own cost; the floor is the emulator's and the
+SDK's, which a watcher cannot go below. The key-only floor reads the same records projected to
+their key (Firestore ``select``, Table Storage ``select``, DynamoDB ``ProjectionExpression``,
+SQL one column): what the request costs however few fields a projection asks for."""
 
 from __future__ import annotations
 
@@ -91,49 +102,123 @@ def _seed(name: str, store: Store, first: int, last: int, now: datetime) -> None
             list(pool.map(put, jobs))
 
 
+def _floor(name: str, store: Any, keys_only: bool = False) -> Any:
+    """A callable that reads every status record with the store's SDK alone (see above);
+    ``keys_only``: projected to the record's key."""
+    column = "job" if keys_only else "data"
+    if name == "sqlite":
+        sql = f"SELECT {column} FROM records WHERE kind = ?"
+        return lambda: store._db.connection().execute(sql, [STATUS]).fetchall()
+    if name == "postgres":
+        sql = f"SELECT {column} FROM {store._q}.records WHERE kind = %s"
+        return lambda: store.db.run(
+            lambda conn: store.db.execute(conn, sql, [STATUS]).fetchall(),
+            what="floor",
+            writes=False,
+        )
+    if name == "firestore":
+        collection: Any = store.client.collection(store.collection_name(STATUS))
+        if keys_only:
+            collection = collection.select(["job"])
+        return lambda: list(collection.stream())
+    if name == "table":
+        from cronwarden.adapters.azure import _keys
+
+        low = _keys.kind_prefix(STATUS)
+        params = {"low": low, "high": _keys.successor(low)}
+        return lambda: list(
+            store._table.query_entities(
+                "RowKey ge @low and RowKey lt @high",
+                parameters=params,
+                results_per_page=1000,
+                select=["PartitionKey"] if keys_only else None,
+            )
+        )
+    if name == "dynamodb":
+        from cronwarden.adapters.aws.store import INDEX
+
+        projection = {"ProjectionExpression": "pk"} if keys_only else {}
+
+        def scan() -> list[Any]:
+            pages = store._db.get_paginator("query").paginate(
+                TableName=store.table,
+                IndexName=INDEX,
+                KeyConditionExpression="k = :k",
+                ExpressionAttributeValues={":k": {"S": STATUS}},
+                **projection,
+            )
+            return [item for page in pages for item in page["Items"]]
+
+        return scan
+    raise ValueError(name)
+
+
 def measure(
     emulators: Emulators, stores: list[str], sizes: tuple[int, ...] = SIZES, repeats: int = REPEATS
 ) -> dict[str, Any]:
     all_jobs = [_job(i) for i in range(max(sizes))]
     results: dict[str, Any] = {}
     for name in stores:
-        rows = []
-        with emulators.store(name) as store:
-            probe = Probe(store)
-            seeded = 0
-            now = datetime.now(UTC)
-            for size in sizes:
-                began = time.perf_counter()
-                _seed(name, store, seeded, size, now)
-                seed_s = time.perf_counter() - began
-                seeded = size
-                watcher = Watcher(JobSet(all_jobs[:size]), store, notifiers=[])
-                watcher.check()  # warm-up (clients); steady state from here
-                checks, queries, trips = [], [], []
-                calls: dict[str, Any] = {}
-                for _ in range(repeats):
-                    probe.reset()
-                    began = time.perf_counter()
-                    report = watcher.check()
-                    checks.append(time.perf_counter() - began)
-                    trips.append(probe.total)
-                    calls = probe.breakdown()
-                    if not report.ok or len(report.jobs) != size:
-                        raise RuntimeError(f"{name}/{size}: unexpected alerts {report.active[:3]}")
-                    began = time.perf_counter()
-                    store.query(STATUS)
-                    queries.append(time.perf_counter() - began)
-                check_s = summary(checks)
-                rows.append(
-                    {
-                        "jobs": size,
-                        "round_trips": trips,
-                        "calls": calls,
-                        "check_s": check_s,
-                        "query_s": summary(queries),
-                        "per_job_us": check_s["median"] / size * 1e6,
-                        "seed_s": seed_s,
-                    }
-                )
+        try:
+            rows = _measure_store(emulators, name, sizes, repeats, all_jobs)
+        except Exception as exc:  # one store's failure must not hide the others' figures
+            results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            continue
         results[name] = rows
     return results
+
+
+def _measure_store(
+    emulators: Emulators, name: str, sizes: tuple[int, ...], repeats: int, all_jobs: list[Job]
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    with emulators.store(name) as store:
+        probe = Probe(store)
+        seeded = 0
+        now = datetime.now(UTC)
+        for size in sizes:
+            began = time.perf_counter()
+            _seed(name, store, seeded, size, now)
+            seed_s = time.perf_counter() - began
+            seeded = size
+            watcher = Watcher(
+                JobSet(all_jobs[:size]), store, notifiers=[], clock=lambda now=now: now
+            )
+            watcher.check()  # warm-up (clients); steady state from here
+            floor, keys = _floor(name, store), _floor(name, store, keys_only=True)
+            checks, queries, trips, floors, key_floors = [], [], [], [], []
+            calls: dict[str, Any] = {}
+            for _ in range(repeats):
+                probe.reset()
+                began = time.perf_counter()
+                report = watcher.check()
+                checks.append(time.perf_counter() - began)
+                trips.append(probe.total)
+                calls = probe.breakdown()
+                if not report.ok or len(report.jobs) != size:
+                    raise RuntimeError(f"{name}/{size}: unexpected alerts {report.active[:3]}")
+                began = time.perf_counter()
+                store.query(STATUS)
+                queries.append(time.perf_counter() - began)
+                began = time.perf_counter()
+                if len(floor()) < size:  # (plus the watcher's own record, if written)
+                    raise RuntimeError(f"{name}/{size}: the bare SDK query missed records")
+                floors.append(time.perf_counter() - began)
+                began = time.perf_counter()
+                keys()
+                key_floors.append(time.perf_counter() - began)
+            check_s = summary(checks)
+            rows.append(
+                {
+                    "jobs": size,
+                    "round_trips": trips,
+                    "calls": calls,
+                    "check_s": check_s,
+                    "query_s": summary(queries),
+                    "floor_s": summary(floors),
+                    "key_floor_s": summary(key_floors),
+                    "per_job_us": check_s["median"] / size * 1e6,
+                    "seed_s": seed_s,
+                }
+            )
+    return rows

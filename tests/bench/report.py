@@ -309,9 +309,10 @@ def _liveness(section: Any) -> list[str]:
     rows = []
     for store, data in section.items():
         if isinstance(data, dict):
-            rows.append([store, "-", "-", "-", "-", "-", data.get("error", "?")])
+            rows.append([store, "-", "-", "-", "-", "-", "-", "-", data.get("error", "?")])
             continue
         for row in data:
+            floor = row.get("floor_s")
             rows.append(
                 [
                     store,
@@ -319,14 +320,21 @@ def _liveness(section: Any) -> list[str]:
                     str(row["round_trips"][-1]),
                     fmt_spread(row["check_s"], 1000, " ms"),
                     fmt_spread(row["query_s"], 1000, " ms"),
+                    fmt_spread(floor, 1000, " ms") if floor else "-",
+                    fmt_spread(row["key_floor_s"], 1000, " ms") if "key_floor_s" in row else "-",
                     f"{row['per_job_us']:.0f} µs",
                     f"{row['seed_s']:.1f} s",
                 ]
             )
-    return out + _table(
-        ["store", "jobs", "round trips", "check()", "of which the query", "per job", "seeding"],
-        rows,
+    header = ["store", "jobs", "round trips", "check()", "of which the query", "SDK floor"]
+    header.append("key-only floor")
+    note = (
+        "The floor: the same status records read with the store's SDK alone (no cronwarden "
+        "code): what the emulator and the SDK cost, which no watcher goes below. Key-only: "
+        "the same query projected to the records' keys, what it costs however few fields a "
+        "projection asks for."
     )
+    return [*out, note, "", *_table([*header, "per job", "seeding"], rows)]
 
 
 def _windows(section: Any) -> list[str]:
