@@ -67,4 +67,4 @@ def test_deploy_check_says_what_terraform_validated_and_what_it_could_not(
         pytest.skip(f"no terraform here: {line}")
     assert result.code == 0, result
     assert line.startswith("validate: ok (terraform validate ran on 1 provider-free module(s): ")
-    assert "; NOT validated by terraform: 6 module(s) needing a provider download (., " in line
+    assert "; NOT validated by terraform: 7 module(s) needing a provider download (., " in line
