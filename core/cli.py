@@ -117,7 +117,13 @@ def _graceful(runner: Any, grace: float) -> Any:
 @click.option(
     "--metrics-port",
     type=click.IntRange(0, 65535),
-    help="Serve Prometheus text on 127.0.0.1:PORT/metrics.",
+    help="Serve Prometheus text on METRICS_HOST:PORT/metrics.",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the metrics endpoint binds (0.0.0.0 to let a scraper on another host in).",
 )
 def run(
     jobs_target: str,
@@ -126,6 +132,7 @@ def run(
     grace: float,
     once: bool,
     metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run the jobs of MODULE: scheduler, workers and liveness watcher in one process."""
     from .liveness import Watcher
@@ -134,8 +141,10 @@ def run(
 
     jobs, prov = _setup(jobs_target, provider)
     runner = LocalRunner(jobs, prov, workers=workers)
-    metrics = None if metrics_port is None else serve_runner_metrics(runner, metrics_port)
-    stop = _graceful(runner, grace)
+    stop = _graceful(runner, grace)  # before anything can be asked to stop
+    metrics = (
+        None if metrics_port is None else serve_runner_metrics(runner, metrics_port, metrics_host)
+    )
     outcomes: dict[str, str] = {}
     try:
         if not once:

@@ -43,7 +43,7 @@ class MetricsServer:
 
 def serve_metrics(
     port: int,
-    host: str = "0.0.0.0",  # noqa: S104 - a scrape endpoint is reached from outside the process
+    host: str = "127.0.0.1",
     *,
     jobs: JobSet | None = None,
     tracer_provider: Any = None,
@@ -85,7 +85,7 @@ def serve_metrics(
 def serve_runner_metrics(
     runner: LocalRunner,
     port: int,
-    host: str = "0.0.0.0",  # noqa: S104 - a scrape endpoint is reached from outside the process
+    host: str = "127.0.0.1",
 ) -> MetricsServer:
     """``cronwarden run --metrics-port P``: serve ``runner``'s run metrics and its watcher's
     check metrics on ``host:port``; the caller closes the server when the runner stops."""
