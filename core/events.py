@@ -24,8 +24,11 @@ from typing import TYPE_CHECKING, Any
 
 from .accounting import Accounting
 from .durations import format_duration
+from .logs import get_logger
 from .records import ACCOUNTED_BASE, ACCOUNTED_THROUGH_TS, StatusRecord
 from .redaction import redact
+
+_log = get_logger("watcher")
 
 if TYPE_CHECKING:
     from .consumers import EventConsumer
@@ -159,6 +162,15 @@ def _rate(
     seen_since = status.get(ACCOUNTED_THROUGH_TS)
     first = record.first_seen_at or now
     if recorded is None:  # no counter on this store: the latest claim's time (n = 1)
+        if rate.count > 1:
+            _log.warning(
+                "%s: at_least=%d per %s is checked as 'at least one event' on this store "
+                "(it keeps no atomic counters)",
+                declared.name,
+                rate.count,
+                format_duration(rate.per),
+                extra={"event": "watcher.quota_weakened", "job": declared.name},
+            )
         latest = record.started_at
         since = latest or first
         if now - since < rate.per:
