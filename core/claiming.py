@@ -540,7 +540,7 @@ def _fired(reason: str) -> bool:
 
 def _refire(reason: str) -> bool:
     """Another copy of the fire that made an excused window (a catch-up may still run it)."""
-    return reason == "schedule" or reason.split(":", 1)[0] == "after"
+    return reason != "catch_up" and _fired(reason)
 
 
 def _settled_by_run(record: Record | None, request: RunRequest, redrive: int) -> bool:
