@@ -146,6 +146,13 @@ class RunContext:
         self._lease.write([*sent.ops, *(marks or [])], **run_changes)
         self._ledger.acknowledge(sent)
 
+    def _mark(self) -> None:
+        """One fenced write of the ledger's owed marks alone (:meth:`Lease.mark`: the run
+        record's compare-and-set, the lock untouched); forgotten once acknowledged."""
+        sent = self._ledger.outgoing()
+        self._lease.mark(sent.ops)
+        self._ledger.acknowledge(sent)
+
     # -- the ledger -------------------------------------------------------------------------
     def items(
         self,
@@ -183,7 +190,7 @@ class RunContext:
                     continue
                 # owed before the write: if it fails (or its outcome is unknown) they are released
                 loop.claimed, loop.started = claimed.slots, 0
-                self._write()  # the new pages, and the marks owed (the previous batch's done)
+                self._mark()  # the new pages, carrying the marks owed (previous batch done)
                 for (ready, _), (page, index) in zip(claimed.todo, claimed.slots, strict=True):
                     check()
                     loop.started += 1

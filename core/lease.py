@@ -194,6 +194,32 @@ class Lease:
             self._expires = expires_at
             return versions[2:]
 
+    def mark(self, extra: Sequence[Op]) -> list[Version]:
+        """Fenced commit of progress marks (``extra``) that leaves the lease as it is: a
+        compare-and-set of the run record alone (a new ``write_id``, the same expiry), plus
+        ``extra``, atomically. One record write fewer than :meth:`write`: the lock is not
+        touched, so this neither renews the lease nor postpones the keeper's renewal.
+
+        Fencing holds: an owner taking this run over writes the run record first, so the
+        compare-and-set fails (LeaseLost, the lease marked lost). A takeover of the *lock* by
+        another run key needs the lease expired, which :meth:`check` refuses before any mark
+        by this owner's clock. Returns the versions of ``extra``.
+        """
+        with self.mutex:
+            if self.lost:
+                raise self._interruption  # type: ignore[misc]
+            write_id = new_write_id()
+            run = self.run.with_(write_id=write_id)
+            ops: list[Op] = [Update(self.run_key, run.to_data(), self.run_version), *extra]
+            try:
+                versions = self._commit(ops, write_id, lock_kept=False, lock_written=False)
+            except CommitConflict as exc:
+                if exc.index == 0:
+                    raise self._taken_over() from exc
+                raise
+            self.run, self.run_version = run, versions[0]
+            return versions[1:]
+
     def renew(self) -> None:
         self.write()
         self.renewals += 1
@@ -256,7 +282,9 @@ class Lease:
         self.lock, self.lock_version = replace(self.lock, pause=current.pause), stored.version
         return True
 
-    def _commit(self, ops: list[Op], write_id: str, *, lock_kept: bool) -> list[Version]:
+    def _commit(
+        self, ops: list[Op], write_id: str, *, lock_kept: bool, lock_written: bool = True
+    ) -> list[Version]:
         """``store.commit(ops)``, resolving failures that are not refusals (see the module
         docstring). Raises CommitConflict, LeaseLost (read back: another owner wrote the run
         record) or the store's last error once :attr:`retry_for` or the lease ran out."""
@@ -268,7 +296,9 @@ class Lease:
                 return self.store.commit(ops)
             except CommitConflict:
                 if sent_before:  # refused because our own earlier attempt landed meanwhile?
-                    landed = self._read_back(write_id, lock_kept, len(ops), resend=False)
+                    landed = self._read_back(
+                        write_id, lock_kept, len(ops), resend=False, lock_written=lock_written
+                    )
                     if landed is not None:
                         return landed
                 raise
@@ -276,7 +306,9 @@ class Lease:
                 error: StoreUnavailable = exc
                 sent_before = True
                 with contextlib.suppress(StoreUnavailable):  # unreadable: try again below
-                    landed = self._read_back(write_id, lock_kept, len(ops))
+                    landed = self._read_back(
+                        write_id, lock_kept, len(ops), lock_written=lock_written
+                    )
                     self.resolved_unknown += 1
                     self._note("store.unknown_resolved", exc, landed=landed is not None)
                     if landed is not None:
@@ -305,13 +337,22 @@ class Lease:
         )
 
     def _read_back(
-        self, write_id: str, lock_kept: bool, count: int, *, resend: bool = True
+        self,
+        write_id: str,
+        lock_kept: bool,
+        count: int,
+        *,
+        resend: bool = True,
+        lock_written: bool = True,
     ) -> list[Version] | None:
         """After a commit of unknown outcome: the versions it produced if it landed (``None``
         for the ops whose versions are not read back), ``None`` if it did not (the run record
-        is still at the version this owner last wrote: the same commit may be resent)."""
+        is still at the version this owner last wrote: the same commit may be resent).
+        ``lock_written``: the commit's second op is the lock's (False for :meth:`mark`)."""
         stored = self.store.get(self.run_key)
         if stored is not None and stored.data.get("write_id") == write_id:
+            if not lock_written:
+                return [stored.version, *([None] * (count - 1))]
             lock_version = None
             if lock_kept:
                 lock = self.store.get(self.lock_key)

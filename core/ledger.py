@@ -5,10 +5,12 @@ The ledger decides; it never writes. :meth:`Ledger.claim` turns a batch of items
 items to yield and one new *page* (:class:`~cronwarden.records.ItemPage`: the batch's keys,
 fingerprints and states in one record; several when it would exceed the store's
 ``max_page_bytes``); :meth:`Ledger.outgoing` gives every mark owed (new pages written whole,
-pages whose states changed since the store last acknowledged them as a ``states`` update) for
-the caller to commit through the lease, fenced; :meth:`Ledger.final` gives the marks left for
-the completion (or failure) commit. A batch of N items thus costs one record write to claim
-and one to mark done, on every store.
+pages whose states changed since the store last acknowledged them as a ``states`` update, or
+carried inside the new page of the same write) for the caller to commit through the lease,
+fenced (:meth:`~cronwarden.lease.Lease.mark`); :meth:`Ledger.final` gives the marks left for
+the completion (or failure) commit. A batch of N items thus costs one record write: its page,
+which also carries the previous batch's *done* marks (the last batch's ride on the completion),
+on every store.
 
 Durability rule: a mark is forgotten only once the store acknowledged the write carrying it
 (:meth:`Ledger.acknowledge`). A write that failed leaves its pages owed, so they ride on the
@@ -36,10 +38,12 @@ from .errors import FingerprintMismatch
 from .model import fingerprint
 from .ports import ITEM, Key, Merge, Op, Record, Store
 from .records import (
+    CARRIED,
     PAGE_TAG,
     STATE_CODES,
     ItemPage,
     ItemRecord,
+    carried_states,
     is_page,
     item_key_of,
     item_rank,
@@ -119,6 +123,7 @@ class Page:
     states: list[str]
     expire_at: datetime | None
     stored: str | None = None
+    size: int = 0  #: bytes its record takes at most, as written whole (``carried`` aside)
 
 
 @dataclass(eq=False)
@@ -296,20 +301,28 @@ class Ledger:
         start, size = 0, 0
         for end, cost in enumerate(costs):
             if end > start and size + cost > limit:
-                pages.append(self._page(keys[start:end], fps[start:end], codes[start:end], expires))
+                pages.append(
+                    self._page(keys[start:end], fps[start:end], codes[start:end], expires, size)
+                )
                 start, size = end, 0
             size += cost
         if start == 0:
-            pages.append(self._page(keys, fps, codes, expires))
+            pages.append(self._page(keys, fps, codes, expires, size))
         else:
-            pages.append(self._page(keys[start:], fps[start:], codes[start:], expires))
+            pages.append(self._page(keys[start:], fps[start:], codes[start:], expires, size))
         return pages
 
     def _page(
-        self, keys: list[str], fps: list[str], codes: list[str], expires: datetime | None
+        self,
+        keys: list[str],
+        fps: list[str],
+        codes: list[str],
+        expires: datetime | None,
+        size: int,
     ) -> Page:
         key = page_key_of(self.job, self.window, self.fence, self._seq)
         page = Page(key, self.fence, self._seq, keys, fps, codes, expires)
+        page.size = size + _PAGE_OVERHEAD
         self._seq += 1
         self.pages.append(page)
         return page
@@ -371,18 +384,41 @@ class Ledger:
     # -- owed marks ---------------------------------------------------------------------------
     def outgoing(self) -> Outgoing:
         """The marks owed now, for one write: each page never acknowledged, whole; each page
-        whose states changed since, its ``states``. They stay owed until :meth:`acknowledge`."""
+        whose states changed since, its ``states``. They stay owed until :meth:`acknowledge`.
+
+        When the write creates a page, the states updates of this owner's earlier pages ride
+        in it (its ``carried`` field) instead of in records of their own: a batch then costs
+        one record write (its page, carrying the previous batch's *done* marks), not two."""
         ops: list[Op] = []
         sent: list[tuple[Page, str]] = []
+        updates: list[tuple[Page, str]] = []  #: pages stored before, whose states changed
+        created: list[tuple[Page, str]] = []  #: pages never acknowledged, written whole
         for page in self.pages:
             states = "".join(page.states)
             if states == page.stored:
                 continue
-            if page.stored is None:
-                ops.append(Merge(page.key, self._data(page, states)))
-            else:
-                ops.append(Merge(page.key, {"states": states}))
-            sent.append((page, states))
+            (created if page.stored is None else updates).append((page, states))
+        if created and updates:
+            carrier, carrier_states = created[-1]
+            room = self.max_page_bytes - carrier.size
+            carried: dict[str, str] = {}
+            for page, states in updates:
+                cost = len(states) + 16  #: its seq, quotes and separators
+                if cost <= room:
+                    carried[str(page.seq)] = states
+                    room -= cost
+                else:  # over the page size: a states update of its own
+                    ops.append(Merge(page.key, {"states": states}))
+            data = self._data(carrier, carrier_states)
+            if carried:
+                data[CARRIED] = carried
+            ops += [Merge(p.key, self._data(p, st)) for p, st in created[:-1]]
+            ops.append(Merge(carrier.key, data))
+        else:
+            ops += [Merge(p.key, {"states": st}) for p, st in updates]
+            ops += [Merge(p.key, self._data(p, st)) for p, st in created]
+        sent += updates
+        sent += created
         return Outgoing(ops, sent)
 
     def acknowledge(self, sent: Outgoing) -> None:
@@ -437,11 +473,16 @@ def read_items(records: Iterable[Record]) -> dict[str, ItemView]:
     """The items of one window's ``item`` records (pages and item records), by key."""
     views: dict[str, ItemView] = {}
     own: dict[str, Record] = {}
-    for record in records:
+    listed = list(records)
+    carried = carried_states(record.data for record in listed)
+    for record in listed:
         data = record.data
         if is_page(data):
             page = ItemPage.from_data(data)
             rank = page.rank
+            later = carried.get((page.fence, page.seq))
+            if later is not None:
+                page = page.with_carried(later)
             for item in page.items():
                 seen = views.get(item.key)
                 if seen is None or seen.rank < rank:

@@ -17,7 +17,7 @@ ISO-8601 UTC text in the store (sortable, JSON-safe on every backend) and ``date
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -548,6 +548,47 @@ def page_key_of(job: str, window_text: str, fence: int, seq: int) -> Key:
     return Key(ITEM, job, f"{window_text}/{PAGE_TAG}{fence:010d}.{seq:06d}")
 
 
+def sibling_page_key(page: Key, seq: int) -> Key:
+    """The key of the ``seq``-th page of the owner (fence) that wrote ``page``."""
+    head, _, _ = page.id.rpartition(".")
+    return Key(page.kind, page.job, f"{head}.{seq:06d}")
+
+
+#: a page's field holding the later states of earlier pages of the same owner, ``{seq: states}``
+#: (written with the page instead of a states update of each: one record write per batch)
+CARRIED = "carried"
+
+
+def merge_states(own: str, later: str) -> str:
+    """A page's states, ``own`` with the marks of ``later`` (a carried copy) applied: a
+    settled code (done, released, quarantined) wins over *pending*; settled codes never change."""
+    if len(later) != len(own):
+        raise ValueError(f"carried states of {len(later)} items for a page of {len(own)}")
+    if own == later:
+        return own
+    pending = STATE_CODES["pending"]
+    return "".join(
+        mine if other == pending else other for mine, other in zip(own, later, strict=True)
+    )
+
+
+def carried_states(pages: Iterable[Mapping[str, Any]]) -> dict[tuple[int, int], str]:
+    """The states carried by ``pages`` (data of page records of one window) for earlier
+    pages, by ``(fence, seq)`` of the page they belong to (several copies merged)."""
+    found: dict[tuple[int, int], str] = {}
+    for data in pages:
+        carried = data.get(CARRIED)
+        if not isinstance(carried, Mapping) or not carried:
+            continue
+        fence = _int(data.get("fence"), -1)
+        for seq_text, states in carried.items():
+            where = (fence, _int(seq_text, -1))
+            text = str(states)
+            seen = found.get(where)
+            found[where] = text if seen is None else merge_states(seen, text)
+    return found
+
+
 def is_page(data: Mapping[str, Any]) -> bool:
     """True for the data of an :class:`ItemPage` (else an :class:`ItemRecord`)."""
     return "keys" in data and "states" in data
@@ -561,8 +602,10 @@ class ItemPage:
     Stored as ``keys`` and ``fps`` (lists, in order), ``states`` (text), ``fence``, ``seq``,
     ``run_id`` and ``expire_at``. A page is written whole when its batch is claimed (or, if
     that write never landed, when its items are released) and then only its ``states`` field
-    changes (a :class:`~cronwarden.ports.Merge`). When several records mention one item, the
-    one of highest :meth:`rank` is its state (later owners, then operator resolutions win).
+    changes (a :class:`~cronwarden.ports.Merge`), or a later page of the same owner carries its
+    new states (:data:`CARRIED`; a reader applies them with :func:`carried_states`). When
+    several records mention one item, the one of highest :meth:`rank` is its state (later
+    owners, then operator resolutions win).
     """
 
     fence: int
@@ -610,6 +653,10 @@ class ItemPage:
     def rank(self) -> tuple[int, int, int]:
         return (self.fence, self.seq, 0)
 
+    def with_carried(self, later: str) -> ItemPage:
+        """This page with the marks a later page of its owner carried for it applied."""
+        return replace(self, states=merge_states(self.states, later))
+
     def items(self) -> list[ItemRecord]:
         """Its items, as item records (an unknown state code reads as ``pending``: the
         cautious reading, an uncertain item)."""
@@ -630,10 +677,19 @@ def item_rank(data: Mapping[str, Any]) -> tuple[int, int, int]:
 
 def page_states(op_fields: Mapping[str, Any]) -> list[tuple[str | None, str]]:
     """The marks a write of page fields carries, as ``(item key, state)``: every item of a
-    whole page; for a ``states``-only update (key ``None``), the *done* / *released* states it
-    sets (such an update never sets *pending* or *quarantined*)."""
+    whole page; for a ``states``-only update and the states a new page carries for earlier
+    ones (key ``None``), the *done* / *released* states they set (such updates never set
+    *pending* or *quarantined*)."""
     states = str(op_fields.get("states") or "")
     keys = op_fields.get("keys")
+    carried = op_fields.get(CARRIED)
+    later = "".join(str(v) for v in carried.values()) if isinstance(carried, Mapping) else ""
+    settled: list[tuple[str | None, str]] = [
+        (None, CODE_STATES[c]) for c in dict.fromkeys(later) if c in ("d", "r")
+    ]
     if isinstance(keys, list):
-        return [(str(k), CODE_STATES.get(c, "pending")) for k, c in zip(keys, states, strict=False)]
+        whole: list[tuple[str | None, str]] = [
+            (str(k), CODE_STATES.get(c, "pending")) for k, c in zip(keys, states, strict=False)
+        ]
+        return whole + settled
     return [(None, CODE_STATES[c]) for c in dict.fromkeys(states) if c in ("d", "r")]

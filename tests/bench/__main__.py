@@ -38,8 +38,9 @@ NOTES = [
     "Round trips are counted, not timed: they do not depend on the machine's load. Timings on "
     "this shared 2-core machine do (see the load average above); compare ratios, not absolutes.",
     "Ledger marks are pages: one record per claimed batch (keys, fingerprints, states), written "
-    "whole when the batch is claimed and then only its `states` field when the batch is done. "
-    "Baseline (a) writes the same page records the same way with the store's SDK.",
+    "whole when the batch is claimed; its *done* marks ride in the next batch's page (the "
+    "`carried` field), the last page's in the completion. Baseline (a) writes the same page "
+    "records the same way with the store's SDK.",
     "Table Storage cannot raise a field to a maximum without reading it: a completion that must "
     "not lower the job's last success window (a past window: catch-up, backfill, a late retry, "
     "or a job whose interval is within `lease_margin` of its claim) reads the status first, one "

@@ -53,17 +53,18 @@ def _page(seq: int, keys: list[str], state: str, run_id: str) -> tuple[str, dict
 
 
 def _stream(n: int, batch: int, run_id: str) -> list[list[tuple[str, dict[str, Any]]]]:
-    """The ledger's commits of page records: the previous batch's page, done, + the next
-    batch's page, pending; then the last page, done."""
+    """The ledger's commits of page records: each batch's page, pending, carrying the
+    previous page's *done* marks; then the last page, done."""
     keys = [str(i) for i in range(n)]
     chunks = [keys[i : i + batch] for i in range(0, n, batch)]
     commits: list[list[tuple[str, dict[str, Any]]]] = []
-    previous: list[str] = []
-    for seq, chunk in enumerate([*chunks, []]):
-        ops = [_page(seq - 1, previous, "d", run_id)] if previous else []
-        ops += [_page(seq, chunk, "p", run_id)] if chunk else []
-        commits.append(ops)
-        previous = chunk
+    for seq, chunk in enumerate(chunks):
+        page_id, data = _page(seq, chunk, "p", run_id)
+        if seq:
+            data["carried"] = {str(seq - 1): "d" * len(chunks[seq - 1])}
+        commits.append([(page_id, data)])
+    if chunks:
+        commits.append([_page(len(chunks) - 1, chunks[-1], "d", run_id)])
     return commits
 
 

@@ -37,7 +37,7 @@ from cronwarden.ports import (
     Update,
     Version,
 )
-from cronwarden.records import CODE_STATES, parse_iso
+from cronwarden.records import CARRIED, CODE_STATES, parse_iso, sibling_page_key
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS effects (
@@ -135,6 +135,14 @@ def _describe(ops: Sequence[Op], pages: dict[Key, list[str]] | None = None) -> d
                     [run_key, k, CODE_STATES[c]]
                     for k, c in zip(pages[op.key], states, strict=False)
                 ]
+                carried = op.fields.get(CARRIED)  # later states of this owner's earlier pages
+                for seq, later in (carried or {}).items():
+                    keys = pages.get(sibling_page_key(op.key, int(seq)), [])
+                    items += [
+                        [run_key, k, CODE_STATES[c]]
+                        for k, c in zip(keys, str(later), strict=False)
+                        if c in ("d", "r")
+                    ]
             else:  # its states only: the done / released marks it carries
                 keys = pages.get(op.key, [])
                 items += [

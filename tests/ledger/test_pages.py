@@ -1,4 +1,5 @@
-"""Ledger pages: a claimed batch is one record written to claim and once more to mark done;
+"""Ledger pages: a claimed batch is one record written to claim; its *done* marks ride in the
+next batch's page (or, for the last, in the completion);
 batches over the store's page size split; marks written before pages (one record per item)
 are still read on resume; an operator's resolution outranks the page it resolves and a later
 owner's page outranks the resolution. On SQLite (the store-level contracts run on every store
@@ -6,6 +7,7 @@ in tests/conformance and tests/ledger/test_cases.py)."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import replace
@@ -18,11 +20,12 @@ import cronwarden
 from cronwarden import OutcomeKind, RunContext, RunRequest, Uncertain
 from cronwarden.adapters.local import SQLiteStore
 from cronwarden.engine import Engine, EngineSettings
+from cronwarden.errors import StoreUnavailable
 from cronwarden.jobs import JobSet
 from cronwarden.ledger import read_items
-from cronwarden.ports import ITEM, Create, Key, Merge, Op, Store
+from cronwarden.ports import ITEM, RUN, Create, Key, Merge, Op, Store
 from cronwarden.quarantine import list_items, resolve
-from cronwarden.records import ItemRecord, RunRecord, run_key_of
+from cronwarden.records import CARRIED, ItemRecord, RunRecord, run_key_of
 from tests.support.harness import at
 
 W = at("2026-01-20T02:00Z")
@@ -73,8 +76,16 @@ def test_a_batch_costs_one_record_to_claim_and_one_to_mark_done(tmp_path: Path) 
     items = [f"i{n:03d}" for n in range(250)]
     effects = fan(store, items, batch=100)
     item_ops = [[op for op in ops if op.key.kind == ITEM] for ops in store.commits]
-    # claim, 3 batch writes (each: the new page + the previous page's done), completion
-    assert [len(ops) for ops in item_ops] == [0, 1, 2, 2, 1]
+    # claim, 3 batch writes (each: the new page, carrying the previous page's done), completion
+    assert [len(ops) for ops in item_ops] == [0, 1, 1, 1, 1]
+    # a batch write is the run record's compare-and-set and the page: the lock is not written
+    batch_writes = store.commits[1:4]
+    assert [[op.key.kind for op in ops] for ops in batch_writes] == [[RUN, ITEM]] * 3
+    assert [op.fields.get(CARRIED) for ops in batch_writes for op in ops[1:]] == [  # type: ignore[union-attr]
+        None,
+        {"0": "d" * 100},
+        {"1": "d" * 100},
+    ]
     assert len(store.query(ITEM, "fan")) == 3
     assert effects == Counter(items)
     assert set(states(store).values()) == {"done"} and len(states(store)) == 250
@@ -189,6 +200,78 @@ def test_pages_are_whole_or_states_only(tmp_path: Path) -> None:
     assert all(isinstance(op, Merge) for op in merges)
     whole = [op for op in merges if isinstance(op, Merge) and "keys" in op.fields]
     assert len(whole) == 2 and all(op.fields["states"] == "ppppp" for op in whole)  # type: ignore[union-attr]
+    assert whole[1].fields[CARRIED] == {"0": "ddddd"}  # type: ignore[union-attr]
     updates = [op for op in merges if isinstance(op, Merge) and "keys" not in op.fields]
-    assert [op.fields for op in updates] == [{"states": "ddddd"}] * 2  # type: ignore[union-attr]
+    assert [op.fields for op in updates] == [{"states": "ddddd"}]  # type: ignore[union-attr]
     store.close()
+
+
+def test_done_marks_carried_by_the_next_page_are_read_on_resume(tmp_path: Path) -> None:
+    """The owner dies after its third batch write (nothing later lands): the first two
+    batches' *done* marks exist only inside the next pages (``carried``), and a reader
+    (resume, ``ledger list``) sees them done; the third batch stays pending (uncertain)."""
+    from cronwarden.testing import Fault, FaultyStore
+
+    inner = SQLiteStore(str(tmp_path / "state.db"))
+    # the claim and three batch writes land; every commit after them fails
+    dead = FaultyStore(inner, [Fault("unavailable", skip=4, times=10_000)])
+    items = [f"i{n:02d}" for n in range(15)]
+    job = cronwarden.job("fan", cron="0 * * * *", max_runtime="5m")(
+        lambda ctx: [None for _ in ctx.items(items)]
+    )
+    settings = EngineSettings(batch_size=5, store_retry_for=0.0)
+    with pytest.raises(StoreUnavailable):  # the failure commit cannot land either
+        Engine(JobSet([job]), dead, settings).execute(RunRequest("fan", W))
+    pages = inner.query(ITEM, "fan")
+    assert [p.data.get(CARRIED) for p in pages] == [None, {"0": "ddddd"}, {"1": "ddddd"}]
+    assert states(inner) == {
+        **{key: "done" for key in items[:10]},
+        **{key: "pending" for key in items[10:]},
+    }
+    inner.close()
+
+
+def test_states_that_would_overflow_the_new_page_go_as_updates_of_their_own() -> None:
+    from cronwarden.ledger import WORST_ITEM_BYTES, Ledger
+
+    limit = 256 + WORST_ITEM_BYTES  # the smallest page size a ledger accepts
+    ledger = Ledger(
+        job="fan", window=WINDOW, run_key="fan:w", run_id="r", batch_size=50,
+        max_page_bytes=limit,
+    )  # fmt: skip
+
+    def claim(keys: list[str]) -> list[Op]:
+        """Claim ``keys``; the ops of the write that carries the new page(s); mark all done."""
+        claimed = ledger.claim(keys, str, None, lambda _: None, lambda _: None)
+        sent = ledger.outgoing()
+        ledger.acknowledge(sent)
+        for slot in claimed.slots:
+            ledger.mark_done(slot)
+        return sent.ops
+
+    first = claim([f"a{n:02d}" for n in range(50)])
+    assert [op.fields.get(CARRIED) for op in first] == [None]  # type: ignore[union-attr]
+    # one page filled to 22 bytes of the limit: no room to carry the first page's 50 states
+    second = claim([f"{'b' * 180}{n:02d}" for n in range(11)])
+    assert [sorted(op.fields) for op in second] == [  # type: ignore[union-attr]
+        ["states"],
+        ["expire_at", "fence", "fps", "keys", "run_id", "seq", "states"],
+    ] or [sorted(op.fields) for op in second] == [  # type: ignore[union-attr]
+        ["states"],
+        ["fence", "fps", "keys", "run_id", "seq", "states"],
+    ]
+    assert len(json.dumps(second[1].fields, separators=(",", ":"))) <= limit  # type: ignore[union-attr]
+    # a small page has room: the second page's done marks ride in it
+    third = claim(["c0"])
+    assert [op.fields.get(CARRIED) for op in third] == [{"1": "d" * 11}]  # type: ignore[union-attr]
+
+
+def test_carried_states_merge_settled_over_pending() -> None:
+    from cronwarden.records import carried_states, merge_states
+
+    assert merge_states("ppdq", "dppq") == "dpdq"
+    assert carried_states(
+        [{"fence": 3, CARRIED: {"0": "dpp"}}, {"fence": 3, CARRIED: {"0": "ppr"}}]
+    ) == {(3, 0): "dpr"}
+    with pytest.raises(ValueError):
+        merge_states("pp", "ddd")
