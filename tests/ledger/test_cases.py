@@ -242,3 +242,32 @@ def test_marks_are_whole_records_when_released(store: Store) -> None:
     faulty.plan.clear()
     assert run_until_done(engine) == [OutcomeKind.SUCCEEDED]
     assert job.effects == Counter({key: 1 for key in job.items})
+
+
+# -- a batch write is fenced by the run record alone (Lease.mark) ------------------------------
+def test_a_takeover_between_batches_refuses_the_next_batch_write(store: Store) -> None:
+    """Another owner takes the run over after the first batch (it writes the run record with
+    a higher fence): the next batch's write, which does not touch the lock, is refused all
+    the same; its page never lands and none of its items is yielded."""
+    from cronwarden.ports import Update
+    from cronwarden.records import RunRecord, run_key_of
+
+    yielded: list[str] = []
+
+    def handler(ctx: RunContext) -> None:
+        for item in ctx.items([f"i{n}" for n in range(10)]):
+            yielded.append(item.key)
+            if item.key == "i4":  # the first batch's page is written: a takeover now
+                key = run_key_of("fan", WINDOW)
+                stored = store.get(key)
+                assert stored is not None
+                run = RunRecord.from_data(stored.data)
+                taken = run.with_(owner="thief", fence=run.fence + 1, run_id="thief-run")
+                store.commit([Update(key, taken.to_data(), stored.version)])
+
+    outcome = engine_for(store, handler).execute(RunRequest("fan", W))
+    assert outcome.kind is OutcomeKind.LEASE_LOST
+    assert yielded == [f"i{n}" for n in range(5)]
+    # only the first batch's page: the second never landed (its marks stay pending: a dead
+    # owner's, uncertain to whoever resumes)
+    assert item_states(store) == {f"i{n}": "pending" for n in range(5)}
