@@ -139,6 +139,12 @@ class Lease:
         process's own clock (a paused process must not start another side effect), and stop
         at the run's deadline: the lease's margin is there for clock skew, not for this owner."""
         now = self.clock()
+        if (
+            self._interruption is None
+            and now < self._expires
+            and (self.deadline is None or now < self.deadline)
+        ):
+            return  # the usual case, once per ledger item: nothing to do
         if self._interruption is None and now >= self.expires_at():
             self.interrupt(
                 LeaseLost(
