@@ -476,12 +476,21 @@ def test_malformed_input_fuzz(stack: Stack, tmp_path: Path, results: list[Any]) 
 
 
 # -- 7. clock skew -----------------------------------------------------------------------------
-def _skew(trial: Trial, *, pause: bool, n: int = 40, delay: float = 0.05) -> Verdict:
+def _skew(
+    trial: Trial,
+    *,
+    pause: bool,
+    n: int = 40,
+    delay: float = 0.05,
+    batch: int = 5,
+    runtime: str = "3s",
+) -> Verdict:
     """Owner A's clock runs 30 s slow, B's 30 s fast (60 s apart). With ``pause``, A is
     SIGSTOPped mid-run and B takes the run over; else B tries while A is healthy."""
-    env = {"CW_CHAOS_RUNTIME": "3s"}
+    env = {"CW_CHAOS_RUNTIME": runtime}
     (first,) = trial.start_workers(1, CW_CHAOS_SKEW="-30", **env)
-    request = RunRequest("chaos-fanout", W0, payload={"items": n, "delay": delay})
+    payload = {"items": n, "delay": delay, "batch": batch}
+    request = RunRequest("chaos-fanout", W0, payload=payload)
     trial.publish(request)
     poll(lambda: _effects(trial) >= 6, deadline=60, what="A mid-run")
     if pause:
@@ -533,7 +542,11 @@ def test_clock_skew_margin_too_small_is_caught(
     """Control: a lease margin (20 s) below the skew (60 s) must be *caught* by the checker."""
     trial = Trial(stack, tmp_path / "t0", margin=20.0)
     try:
-        verdict = _skew(trial, pause=False, n=16, delay=0.3)  # A busy when B takes over
+        # A still busy when B (a new process: seconds to start) takes over: 40 items of 0.3 s
+        # against a 10 s max runtime; all in one batch, so after B's takeover A writes nothing
+        # and only its own clock could stop it (with a batch write refused in between, whether
+        # A acted first was down to timing, and so was A's deadline at 3 s)
+        verdict = _skew(trial, pause=False, n=40, delay=0.3, batch=40, runtime="10s")
     finally:
         trial.close()
     record(
