@@ -230,9 +230,11 @@ class Watcher:
         record = StatusRecord.from_data(status)
         last_window = record.last_success_window
         last_success = record.last_success_at
-        expected_next = moment.next_after(job.schedule)
+        _, expected_next, interval, _ = moment.answers(job.schedule)
         tz = job.schedule.tz
-        grace = moment.grace(job)
+        grace = job.liveness.grace
+        if not isinstance(grace, timedelta):  # moment.grace(job), without a second look-up
+            grace = interval
         common = {"last_success": last_success, "expected_next": expected_next}
         accounting = account(self.store, job, status, now, horizon=self.horizon, moment=moment)
 
@@ -296,8 +298,8 @@ class Watcher:
                 extra={"consecutive_failures": failures},
                 **common,
             )
-        started = record.started_at
-        if record.status == "running" and started and now - started > job.max_runtime:
+        started = record.started_at if record.status == "running" else None
+        if started and now - started > job.max_runtime:
             conditions[Condition.STUCK] = Alert(
                 job.name,
                 Condition.STUCK,
