@@ -200,7 +200,7 @@ def decode_value(value: Any) -> Any:
 
 
 @functools.cache
-def _entity_property() -> type:
+def _entity_property() -> type[Any]:
     """The SDK's ``EntityProperty`` class, imported on first use (not at import time, and
     not once per property of a 10,000-entity query)."""
     from azure.data.tables import EntityProperty
