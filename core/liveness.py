@@ -22,9 +22,11 @@ whichever process runs the watcher next.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
-from collections.abc import Iterable, Sequence
+import gc
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -155,6 +157,24 @@ class Report:
     @property
     def ok(self) -> bool:
         return not self.active
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for one check, resumed after (only if it was
+    enabled). A check builds a few objects per job (decoded status records, their health)
+    that all stay alive until it returns and are then freed by reference counting; meanwhile
+    their number triggers a full collection that walks every object of the process: measured
+    at 10,000 jobs, 0.10 s of a 0.47 s check on SQLite. Reference counting still frees
+    everything as usual; only the search for reference cycles waits until the check ends."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _fmt(when: datetime | None, tz: ZoneInfo | None = None) -> str:
@@ -358,7 +378,8 @@ class Watcher:
         Then every hook runs (the watcher's heartbeat record, a dead-man's-switch ping), also
         when the check raised; a failing hook is logged and never masks the check's result."""
         try:
-            report = self._check()
+            with _collector_paused():
+                report = self._check()
         except Exception as exc:
             self._after_check(None, exc)
             raise
