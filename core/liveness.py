@@ -376,7 +376,9 @@ class Watcher:
         """Evaluate, notify transitions, persist alert state. One status query (+ DLQ depth).
 
         Then every hook runs (the watcher's heartbeat record, a dead-man's-switch ping), also
-        when the check raised; a failing hook is logged and never masks the check's result."""
+        when the check raised; a failing hook is logged and never masks the check's result.
+        Python's cyclic garbage collector is paused while the check itself runs (not the
+        hooks) and resumed after: see :func:`_collector_paused`."""
         try:
             with _collector_paused():
                 report = self._check()
