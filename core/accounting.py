@@ -220,12 +220,36 @@ class Moment:
     ``now`` and the first window within ``horizon``. The answers are exactly those of the
     :class:`~cronwarden.schedule.Schedule` methods; only the repetition is saved."""
 
-    __slots__ = ("_answers", "horizon", "now")
+    __slots__ = ("_answers", "_by_id", "_steps", "horizon", "now")
 
     def __init__(self, now: datetime, horizon: timedelta) -> None:
         self.now = now
         self.horizon = horizon
         self._answers: dict[Schedule, tuple[datetime, datetime, timedelta, datetime]] = {}
+        #: the same answers by the schedule object's identity (a job asks about its own
+        #: schedule several times; equal schedules of different jobs share ``_answers``)
+        self._by_id: dict[int, tuple[Schedule, tuple[datetime, datetime, timedelta, datetime]]]
+        self._by_id = {}
+        self._steps: dict[tuple[Schedule, datetime], datetime] = {}
+
+    def answers(self, schedule: Schedule) -> tuple[datetime, datetime, timedelta, datetime]:
+        """``(latest, next_after, interval at now, horizon_start)`` of ``schedule``, in one
+        look-up (the methods below, each by itself)."""
+        entry = self._by_id.get(id(schedule))
+        if entry is not None and entry[0] is schedule:
+            return entry[1]
+        answers = self._of(schedule)
+        self._by_id[id(schedule)] = (schedule, answers)
+        return answers
+
+    def step(self, schedule: Schedule, when: datetime) -> datetime:
+        """``schedule.next_after(when)``, asked once per schedule and instant in this check
+        (jobs of one schedule share their checkpoint window)."""
+        key = (schedule, when)
+        answer = self._steps.get(key)
+        if answer is None:
+            answer = self._steps[key] = schedule.next_after(when)
+        return answer
 
     def _of(self, schedule: Schedule) -> tuple[datetime, datetime, timedelta, datetime]:
         answers = self._answers.get(schedule)
@@ -300,10 +324,9 @@ def account(
     through = record.accounted_through
     if moment is None or moment.now != now or moment.horizon != horizon:
         moment = Moment(now, horizon)
-    horizon_start = moment.horizon_start(job.schedule)
-    latest = moment.latest(job.schedule)
+    latest, _, _, horizon_start = moment.answers(job.schedule)
     if through is not None:
-        start = max(job.schedule.next_after(through), horizon_start)
+        start = max(moment.step(job.schedule, through), horizon_start)
     elif _has_runs(record):
         start = horizon_start
     else:

@@ -22,9 +22,11 @@ whichever process runs the watcher next.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
-from collections.abc import Iterable, Sequence
+import gc
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -157,6 +159,24 @@ class Report:
         return not self.active
 
 
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for one check, resumed after (only if it was
+    enabled). A check builds a few objects per job (decoded status records, their health)
+    that all stay alive until it returns and are then freed by reference counting; meanwhile
+    their number triggers a full collection that walks every object of the process: measured
+    at 10,000 jobs, 0.10 s of a 0.47 s check on SQLite. Reference counting still frees
+    everything as usual; only the search for reference cycles waits until the check ends."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 def _fmt(when: datetime | None, tz: ZoneInfo | None = None) -> str:
     """UTC, plus the job's local time when ``tz`` is not UTC."""
     return format_instant(when, tz)
@@ -230,9 +250,11 @@ class Watcher:
         record = StatusRecord.from_data(status)
         last_window = record.last_success_window
         last_success = record.last_success_at
-        expected_next = moment.next_after(job.schedule)
+        _, expected_next, interval, _ = moment.answers(job.schedule)
         tz = job.schedule.tz
-        grace = moment.grace(job)
+        grace = job.liveness.grace
+        if not isinstance(grace, timedelta):  # moment.grace(job), without a second look-up
+            grace = interval
         common = {"last_success": last_success, "expected_next": expected_next}
         accounting = account(self.store, job, status, now, horizon=self.horizon, moment=moment)
 
@@ -296,8 +318,8 @@ class Watcher:
                 extra={"consecutive_failures": failures},
                 **common,
             )
-        started = record.started_at
-        if record.status == "running" and started and now - started > job.max_runtime:
+        started = record.started_at if record.status == "running" else None
+        if started and now - started > job.max_runtime:
             conditions[Condition.STUCK] = Alert(
                 job.name,
                 Condition.STUCK,
@@ -354,9 +376,12 @@ class Watcher:
         """Evaluate, notify transitions, persist alert state. One status query (+ DLQ depth).
 
         Then every hook runs (the watcher's heartbeat record, a dead-man's-switch ping), also
-        when the check raised; a failing hook is logged and never masks the check's result."""
+        when the check raised; a failing hook is logged and never masks the check's result.
+        Python's cyclic garbage collector is paused while the check itself runs (not the
+        hooks) and resumed after: see :func:`_collector_paused`."""
         try:
-            report = self._check()
+            with _collector_paused():
+                report = self._check()
         except Exception as exc:
             self._after_check(None, exc)
             raise

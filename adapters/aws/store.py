@@ -397,10 +397,34 @@ def encode(value: Any) -> dict[str, Any]:
 
 
 def decode(attribute: Mapping[str, Any]) -> Any:
-    if "N" in attribute:
-        text = str(attribute["N"])
-        return int(text) if text.lstrip("-").isdigit() else float(text)
-    return json.loads(attribute["S"])
+    """The data value of an attribute :func:`encode` wrote. Text is JSON: a string without
+    quotes or escapes inside is its own value, ``null`` / ``true`` / ``false`` are looked up,
+    the rest goes through the C scanner (``raw_decode``), and anything that is not exactly
+    one JSON document through ``json.loads`` (which raises for it). A status query decodes
+    every field of every record: this is most of the adapter's own time there."""
+    text = attribute.get("S")
+    if text is None:
+        if "N" in attribute:
+            number = str(attribute["N"])
+            return int(number) if number.lstrip("-").isdigit() else float(number)
+        return json.loads(attribute["S"])
+    if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
+        inner = text[1:-1]
+        if '"' not in inner and "\\" not in inner:
+            return inner
+    literal = _LITERALS.get(text, _NOT_LITERAL)
+    if literal is not _NOT_LITERAL:
+        return literal
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except ValueError:
+        end = -1
+    return value if end == len(text) else json.loads(text)
+
+
+_DECODER = json.JSONDecoder()
+_NOT_LITERAL = object()
+_LITERALS: dict[str, Any] = {"null": None, "true": True, "false": False}
 
 
 def _ttl(value: Any) -> dict[str, Any] | None:

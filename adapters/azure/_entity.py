@@ -32,6 +32,7 @@ entity ≤ 1 MiB by Azure's published size formula.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -186,11 +187,9 @@ def check_entity(partition: str, row: str, count: int, properties_size: int) -> 
 
 def decode_value(value: Any) -> Any:
     """Data value of one property as the SDK returned it."""
-    if isinstance(value, str | bool):  # most properties: returned as they are, no SDK type
+    if isinstance(value, str | bool | float) or type(value) is int:  # as they are, no SDK type
         return value
-    from azure.data.tables import EntityProperty
-
-    if isinstance(value, EntityProperty):
+    if isinstance(value, _entity_property()):
         value = value.value
     if isinstance(value, bytes | bytearray):
         return json.loads(bytes(value).decode("utf-8"))
@@ -198,6 +197,15 @@ def decode_value(value: Any) -> Any:
         moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
         return datetime.fromtimestamp(0, UTC) + (moment - datetime.fromtimestamp(0, UTC))
     return value
+
+
+@functools.cache
+def _entity_property() -> type[Any]:
+    """The SDK's ``EntityProperty`` class, imported on first use (not at import time, and
+    not once per property of a 10,000-entity query)."""
+    from azure.data.tables import EntityProperty
+
+    return EntityProperty
 
 
 def decode_entity(entity: Mapping[str, Any]) -> dict[str, Any]:

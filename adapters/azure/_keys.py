@@ -57,6 +57,13 @@ def _build() -> tuple[dict[str, str], dict[str, str]]:
 
 _ENCODE, _DECODE = _build()
 _LEADS = frozenset(lead[0] for lead in _DECODE)
+#: a lead of an escape, or a character no escaped key holds: text without any is its own
+#: unescaped form (checked by one search instead of a loop over its characters)
+_SPECIAL = re.compile(
+    "["
+    + re.escape("".join(sorted(_LEADS)) + "".join(chr(c) for c in range(0xA0) if _forbidden(c)))
+    + "]"
+)
 _NEEDS_ESCAPE = re.compile("[" + re.escape("".join(_ENCODE)) + "]")
 
 
@@ -67,6 +74,8 @@ def escape(text: str) -> str:
 
 def unescape(text: str) -> str:
     """Inverse of :func:`escape`; raises ``ValueError`` on text ``escape`` cannot produce."""
+    if _SPECIAL.search(text) is None:  # nothing escaped (most names): the text itself
+        return text
     out: list[str] = []
     i = 0
     while i < len(text):

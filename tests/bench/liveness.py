@@ -3,7 +3,8 @@ every status record in one query (its round trips are counted; Table Storage pag
 entities, each page a request) and writes nothing when no alert changes (steady state).
 
 Status records are seeded healthy with the store's own SDK in bulk (Firestore: batches of 500;
-Table Storage: one partition per job, so one request per record, sent from a thread pool).
+Table Storage: one partition per job, so one request per record, sent from a thread pool;
+DynamoDB: BatchWriteItem, 25 items per request, of the items the store's commits write).
 The watcher's clock is the seeding instant, so no window falls due during the measurement (a
 job whose window came due and has not run yet costs a read of its run records: real, but a
 different measurement, made by the windows section).
@@ -75,8 +76,7 @@ def _seed(name: str, store: Store, first: int, last: int, now: datetime) -> None
         for j in jobs:
             store.commit([Merge(Key(STATUS, j), _status(j, now))])
     elif name == "dynamodb":
-        with ThreadPoolExecutor(8) as pool:
-            list(pool.map(lambda j: store.commit([Merge(Key(STATUS, j), _status(j, now))]), jobs))
+        _seed_dynamodb(store, jobs, now)
     elif name == "firestore":
         from cronwarden.adapters.gcp._codec import encode
 
@@ -100,6 +100,31 @@ def _seed(name: str, store: Store, first: int, last: int, now: datetime) -> None
 
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(put, jobs))
+
+
+def _seed_dynamodb(store: Any, jobs: list[str], now: datetime) -> None:
+    """BatchWriteItem, 25 puts per request, of the items a Create of each status record writes
+    (the store's own item layout and a fresh version each), from a thread pool; unprocessed
+    items are resent until none remain."""
+    from cronwarden.adapters.aws import store as dynamo
+
+    def write(chunk: list[str]) -> None:
+        requests = [
+            {"PutRequest": {"Item": dynamo._full_item(Key(STATUS, j), _status(j, now), v)}}
+            for j in chunk
+            for v in [dynamo._new_version()]
+        ]
+        for attempt in range(100):
+            response = store._db.batch_write_item(RequestItems={store.table: requests})
+            requests = response.get("UnprocessedItems", {}).get(store.table, [])
+            if not requests:
+                return
+            time.sleep(min(1.0, 0.01 * 2**attempt))  # the service's own backoff advice
+        raise RuntimeError(f"dynamodb seeding: {len(requests)} items stayed unprocessed")
+
+    chunks = [jobs[start : start + 25] for start in range(0, len(jobs), 25)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(write, chunks))
 
 
 def _floor(name: str, store: Any, keys_only: bool = False) -> Any:

@@ -38,4 +38,12 @@ def test_moment_answers_are_the_schedules(
         assert moment.next_after(schedule) == schedule.next_after(now)
         assert moment.horizon_start(schedule) == schedule.next_after(now - horizon)
         assert moment.grace(job) == job.grace_at(now)
+        assert moment.answers(schedule) == (
+            schedule.floor(now),
+            schedule.next_after(now),
+            schedule.interval_at(now),
+            schedule.next_after(now - horizon),
+        )
+        through = schedule.floor(now - horizon / 2)
+        assert moment.step(schedule, through) == schedule.next_after(through)
     assert moment.grace(graced) == timedelta(minutes=7)  # its own, not the shared interval
