@@ -60,12 +60,17 @@ def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
         if "error" in row:
             add("ledger throughput", store, row["error"], "", None)
             continue
+        floor = row.get("vs_raw_floor")
         add(
             "ledger vs raw batched writes",
             store,
             f"{row['vs_raw']:.2f}x",
             f"≥ {VS_RAW}x",
             row["vs_raw"] >= VS_RAW,
+            ""
+            if floor is None
+            else f"raw = the ledger's own page records (one per 100 items); against one record "
+            f"per item in batches: {floor:.2f}x",
         )
         add(
             "ledger vs per-item put + update",
@@ -76,14 +81,24 @@ def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
         )
     sqlite = (results.get("ledger") or {}).get("sqlite")
     if sqlite and "error" not in sqlite:
-        rate = sqlite["items_per_s"]["ledger"]["median"]
+        rates = sqlite["items_per_s"]["ledger"]
+        rate = rates["median"]
+        note = f"batch {sqlite['batch_size']}; fastest repeat {rates['max']:,.0f}"
+        if rate < SQLITE_ITEMS_PER_S:
+            note += (
+                f"; missed by {SQLITE_ITEMS_PER_S - rate:,.0f}. Bound: one Python thread doing, "
+                "per item, the ledger's decision (key checks, a SHA-256 fingerprint: ~3 µs "
+                "CPU), the loop's lease check and a share of the store's commits (22 per "
+                "2,000 items); one SQLite record per item in batches, no ledger at all: "
+                f"{sqlite['items_per_s']['raw_one_write_per_item']['median']:,.0f}/s"
+            )
         add(
             "ledger items/s",
             "sqlite",
             f"{rate:,.0f}",
             f"≥ {SQLITE_ITEMS_PER_S:,}",
             rate >= SQLITE_ITEMS_PER_S,
-            f"batch {sqlite['batch_size']}",
+            note,
         )
     goals += billing.judge(results)
     cold = results.get("coldstart") or {}
