@@ -55,6 +55,7 @@ from cronwarden.ports import (
     StoreCapabilities,
     Update,
     Version,
+    decode_json,
 )
 
 from ._clients import client
@@ -415,14 +416,9 @@ def decode(attribute: Mapping[str, Any]) -> Any:
     literal = _LITERALS.get(text, _NOT_LITERAL)
     if literal is not _NOT_LITERAL:
         return literal
-    try:
-        value, end = _DECODER.raw_decode(text)
-    except ValueError:
-        end = -1
-    return value if end == len(text) else json.loads(text)
+    return decode_json(text)
 
 
-_DECODER = json.JSONDecoder()
 _NOT_LITERAL = object()
 _LITERALS: dict[str, Any] = {"null": None, "true": True, "false": False}
 

@@ -34,6 +34,7 @@ from cronwarden.ports import (
     StoreCapabilities,
     Update,
     Version,
+    decode_json,
 )
 
 from .database import Database
@@ -109,7 +110,7 @@ class PostgresStore(Store):
         end: str | None,
         limit: int | None,
     ) -> list[Record]:
-        # data as text, decoded here by the C scanner (_decode): psycopg's jsonb loader is
+        # data as text, decoded here by the C scanner (decode_json): psycopg's jsonb loader is
         # json.loads on bytes, whose encoding detection and whitespace scans per record are a
         # fifth of a 10,000-record status query's decoding
         sql = [f"SELECT job, id, data::text, version FROM {self._q}.records WHERE kind = %s"]
@@ -134,7 +135,7 @@ class PostgresStore(Store):
 
         def work(conn: psycopg.Connection[Any]) -> list[Record]:
             rows = self.db.execute(conn, text, args).fetchall()
-            return [Record(Key(kind, r[0], r[1]), _decode(r[2]), int(r[3])) for r in rows]
+            return [Record(Key(kind, r[0], r[1]), decode_json(r[2]), int(r[3])) for r in rows]
 
         return self.db.run(work, what=f"query {kind}", writes=False)
 
@@ -196,16 +197,3 @@ def _expire_at(data: Any) -> str | None:
     except ValueError:
         return None
     return parsed.isoformat() if parsed.tzinfo else None
-
-
-_DECODER = json.JSONDecoder()
-
-
-def _decode(text: str) -> Any:
-    """A jsonb value's text: ``raw_decode`` (the C scanner alone), or ``json.loads`` for a
-    text that is not exactly one JSON document (it raises)."""
-    try:
-        value, end = _DECODER.raw_decode(text)
-    except ValueError:
-        end = -1
-    return value if end == len(text) else json.loads(text)
