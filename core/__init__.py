@@ -18,52 +18,56 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from . import _aliases
+
 __version__ = "0.1.0"
 
+_aliases.install()  # the module paths from before the layers keep working
+
 _EXPORTS = {
-    "job": "jobs",
-    "Job": "jobs",
-    "JobSet": "jobs",
-    "Retry": "jobs",
-    "CatchUp": "jobs",
-    "Liveness": "jobs",
-    "Overlap": "jobs",
-    "Expect": "expect",
-    "Schedule": "schedule",
-    "RunContext": "context",
-    "LedgerItem": "context",
-    "Uncertain": "context",
-    "RunRequest": "model",
-    "RunState": "model",
-    "run_key": "model",
-    "Engine": "engine",
-    "EngineSettings": "engine",
-    "Outcome": "engine",
-    "OutcomeKind": "engine",
-    "Trigger": "trigger",
-    "Worker": "trigger",
-    "Watcher": "liveness",
-    "Alert": "liveness",
-    "Condition": "liveness",
-    "LogNotifier": "notify",
-    "WebhookNotifier": "notify",
-    "LocalRunner": "runtime",
-    "provider_from_env": "config",
-    "load_jobs": "config",
-    "register_secret": "redaction",
-    "redact": "redaction",
-    "CronwardenError": "errors",
-    "InvalidJobDefinition": "errors",
-    "LeaseLost": "errors",
-    "Cancelled": "errors",
-    "PermanentError": "errors",
-    "FingerprintMismatch": "errors",
-    "ConfigurationError": "errors",
-    "run_command": "command",
-    "consumer": "consumers",
-    "publish": "consumers",
-    "EventConsumer": "consumers",
-    "MalformedEvent": "consumers",
+    "job": "jobs.definitions",
+    "Job": "jobs.definitions",
+    "JobSet": "jobs.definitions",
+    "Retry": "jobs.definitions",
+    "CatchUp": "jobs.definitions",
+    "Liveness": "jobs.definitions",
+    "Overlap": "jobs.definitions",
+    "Expect": "jobs.expect",
+    "Schedule": "model.schedule",
+    "RunContext": "run.context",
+    "LedgerItem": "run.context",
+    "Uncertain": "run.context",
+    "RunRequest": "model.runs",
+    "RunState": "model.runs",
+    "run_key": "model.runs",
+    "Engine": "run.engine",
+    "EngineSettings": "run.engine",
+    "Outcome": "model.settlement",
+    "OutcomeKind": "model.settlement",
+    "Trigger": "hosting.trigger",
+    "Worker": "hosting.trigger",
+    "Watcher": "watch.watcher",
+    "Alert": "watch.health",
+    "Condition": "watch.health",
+    "LogNotifier": "watch.notify",
+    "WebhookNotifier": "watch.notify",
+    "LocalRunner": "hosting.runtime",
+    "provider_from_env": "jobs.config",
+    "load_jobs": "jobs.config",
+    "register_secret": "model.redaction",
+    "redact": "model.redaction",
+    "CronwardenError": "model.errors",
+    "InvalidJobDefinition": "model.errors",
+    "LeaseLost": "model.errors",
+    "Cancelled": "model.errors",
+    "PermanentError": "model.errors",
+    "FingerprintMismatch": "model.errors",
+    "ConfigurationError": "model.errors",
+    "run_command": "jobs.command",
+    "consumer": "jobs.consumers",
+    "publish": "jobs.consumers",
+    "EventConsumer": "jobs.consumers",
+    "MalformedEvent": "jobs.consumers",
 }
 
 __all__ = [
@@ -113,12 +117,14 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .command import run_command
-    from .config import load_jobs, provider_from_env
-    from .consumers import EventConsumer, MalformedEvent, consumer, publish
-    from .context import LedgerItem, RunContext, Uncertain
-    from .engine import Engine, EngineSettings, Outcome, OutcomeKind
-    from .errors import (
+    from .hosting.runtime import LocalRunner
+    from .hosting.trigger import Trigger, Worker
+    from .jobs.command import run_command
+    from .jobs.config import load_jobs, provider_from_env
+    from .jobs.consumers import EventConsumer, MalformedEvent, consumer, publish
+    from .jobs.definitions import CatchUp, Job, JobSet, Liveness, Overlap, Retry, job
+    from .jobs.expect import Expect
+    from .model.errors import (
         Cancelled,
         ConfigurationError,
         CronwardenError,
@@ -127,15 +133,15 @@ if TYPE_CHECKING:
         LeaseLost,
         PermanentError,
     )
-    from .expect import Expect
-    from .jobs import CatchUp, Job, JobSet, Liveness, Overlap, Retry, job
-    from .liveness import Alert, Condition, Watcher
-    from .model import RunRequest, RunState, run_key
-    from .notify import LogNotifier, WebhookNotifier
-    from .redaction import redact, register_secret
-    from .runtime import LocalRunner
-    from .schedule import Schedule
-    from .trigger import Trigger, Worker
+    from .model.redaction import redact, register_secret
+    from .model.runs import RunRequest, RunState, run_key
+    from .model.schedule import Schedule
+    from .model.settlement import Outcome, OutcomeKind
+    from .run.context import LedgerItem, RunContext, Uncertain
+    from .run.engine import Engine, EngineSettings
+    from .watch.health import Alert, Condition
+    from .watch.notify import LogNotifier, WebhookNotifier
+    from .watch.watcher import Watcher
 
 
 def __getattr__(name: str) -> Any:

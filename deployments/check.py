@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cronwarden.errors import CronwardenError
+from cronwarden.model.errors import CronwardenError
 
 from .schema import BlockSchema, Schemas
 

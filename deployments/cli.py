@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from cronwarden.errors import CronwardenError
 from cronwarden.hosting.settings import JOBS_ENV
+from cronwarden.model.errors import CronwardenError
 
 from . import renderers
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cronwarden.errors import ConfigurationError
+from cronwarden.model.errors import ConfigurationError
 
 
 def root() -> Path:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cronwarden.errors import ConfigurationError
+from cronwarden.model.errors import ConfigurationError
 
 from .package import _SKIP_DIRS, job_source
 
@@ -56,8 +56,8 @@ def render_kubernetes(
 ) -> KubernetesRendered:
     """Render the manifests for the jobs of ``jobs_target`` into ``out`` (see module docs)."""
     from cronwarden.adapters.postgres.settings import SCHEMA_PATTERN
-    from cronwarden.config import load_module
-    from cronwarden.jobs import JobSet
+    from cronwarden.jobs.config import load_module
+    from cronwarden.jobs.definitions import JobSet
 
     if not _NAME.match(prefix):
         raise ConfigurationError(

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from cronwarden.errors import ConfigurationError
+from cronwarden.model.errors import ConfigurationError
 
 from . import renderers
 from ._moved import moved_names

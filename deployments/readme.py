@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cronwarden.errors import ConfigurationError
+from cronwarden.model.errors import ConfigurationError
 
 from .package import JobSource
 from .spec import Plan

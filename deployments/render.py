@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cronwarden.errors import ConfigurationError
+from cronwarden.model.errors import ConfigurationError
 
 from . import hcl, renderers
 from .package import JobSource, job_source, write_package, zip_folder
@@ -192,10 +192,10 @@ def render(
     file) is appended to the package's ``requirements.txt``. ``gcp_worker`` (``--provider gcp``
     only): ``push`` (default: a Cloud Function, runs up to 570 s) or ``pull`` (no worker
     function; a pull subscription for ``python -m cronwarden.adapters.gcp.serve``). Raises
-    :class:`~cronwarden.errors.CronwardenError` subclasses with one clear sentence.
+    :class:`~cronwarden.model.errors.CronwardenError` subclasses with one clear sentence.
     """
-    from cronwarden.config import load_module
-    from cronwarden.jobs import JobSet
+    from cronwarden.jobs.config import load_module
+    from cronwarden.jobs.definitions import JobSet
 
     jobs_cloud = renderers.get(provider)
     watcher = watcher_provider or provider

@@ -21,8 +21,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cronwarden.errors import ConfigurationError
 from cronwarden.hosting.settings import PROVIDER_ENV as PROVIDER_ENV
+from cronwarden.model.errors import ConfigurationError
 
 from . import files
 from .hcl import Item

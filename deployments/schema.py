@@ -28,7 +28,7 @@ from functools import cache
 from pathlib import Path
 
 from cronwarden.emulators import _npm
-from cronwarden.errors import CronwardenError
+from cronwarden.model.errors import CronwardenError
 
 from . import files
 

@@ -27,9 +27,9 @@ from datetime import timedelta
 
 from cronwarden.adapters.azure.ncrontab import check_portable
 from cronwarden.adapters.azure.settings import SCHEDULE_ENV_PREFIX
-from cronwarden.durations import DurationLike, parse_duration
-from cronwarden.errors import InvalidJobDefinition
-from cronwarden.jobs import JobSet
+from cronwarden.jobs.definitions import JobSet
+from cronwarden.model.durations import DurationLike, parse_duration
+from cronwarden.model.errors import InvalidJobDefinition
 
 from . import renderers
 from ._moved import moved_names

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cronwarden.ports import Queue, Store
+from cronwarden.model.ports import Queue, Store
 
 StoreFactory = Callable[[pytest.FixtureRequest, Path], AbstractContextManager[Store]]
 QueueFactory = Callable[..., AbstractContextManager[Queue]]

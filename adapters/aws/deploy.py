@@ -47,19 +47,13 @@ from cronwarden.deploy import hcl
 from cronwarden.deploy import renderers as rr
 from cronwarden.deploy.package import JobSource, requirements
 from cronwarden.deploy.spec import JobSpec, Plan
-from cronwarden.durations import DurationLike, parse_duration
-from cronwarden.errors import InvalidJobDefinition
-from cronwarden.jobs import Job
+from cronwarden.jobs.definitions import Job
+from cronwarden.model.durations import DurationLike, parse_duration
+from cronwarden.model.errors import InvalidJobDefinition
 
 from .functions import LAMBDA_MAX_TIMEOUT
 from .schedules import aws_cron, aws_cron_of, tick_input
-from .settings import (
-    ENV_DEAD_LETTER_QUEUE,
-    ENV_QUEUE,
-    ENV_REGION,
-    ENV_TABLE,
-    AwsSettings,
-)
+from .settings import ENV_DEAD_LETTER_QUEUE, ENV_QUEUE, ENV_REGION, ENV_TABLE, AwsSettings
 
 MARGIN_SECONDS = 30  #: added to the longest max runtime for the worker's timeout (capped at 900)
 MAX_RUNTIME = LAMBDA_MAX_TIMEOUT

@@ -1,18 +1,18 @@
-"""Mapping botocore failures to the store's three outcomes (``cronwarden.errors``).
+"""Mapping botocore failures to the store's three outcomes (``cronwarden.model.errors``).
 
 * not sent, or refused before anything was applied (connection refused, DNS, connect timeout,
-  throttling, a capacity error): :class:`~cronwarden.errors.StoreUnavailable`;
+  throttling, a capacity error): :class:`~cronwarden.model.errors.StoreUnavailable`;
 * sent and then lost (read timeout, connection reset or closed mid-response, a 5xx on a write:
   DynamoDB documents that an ``InternalServerError`` write may have been applied):
-  :class:`~cronwarden.errors.CommitOutcomeUnknown` for writes, ``StoreUnavailable`` for reads;
-* a missing table: :class:`~cronwarden.errors.ConfigurationError`.
+  :class:`~cronwarden.model.errors.CommitOutcomeUnknown` for writes, ``StoreUnavailable`` for reads;
+* a missing table: :class:`~cronwarden.model.errors.ConfigurationError`.
 
 Messages keep the error class and code, never request parameters or credentials.
 """
 
 from __future__ import annotations
 
-from cronwarden.errors import (
+from cronwarden.model.errors import (
     CommitOutcomeUnknown,
     ConfigurationError,
     CronwardenError,

@@ -49,17 +49,17 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
-from cronwarden.engine import EngineSettings
-from cronwarden.errors import ConfigurationError
 from cronwarden.hosting import HostedRuntime, enabled_functions, jobset_of
-from cronwarden.jobs import JobSet
-from cronwarden.liveness import Report, Watcher
-from cronwarden.logs import get_logger
-from cronwarden.model import RunRequest
-from cronwarden.notify import LogNotifier, Notifier, WebhookNotifier
-from cronwarden.ports import Delivery, Provider
-from cronwarden.redaction import redact
-from cronwarden.settlement import Action, Verdict, republish
+from cronwarden.jobs.definitions import JobSet
+from cronwarden.model.errors import ConfigurationError
+from cronwarden.model.logs import get_logger
+from cronwarden.model.ports import Delivery, Provider
+from cronwarden.model.redaction import redact
+from cronwarden.model.runs import RunRequest
+from cronwarden.model.settlement import Action, Verdict, republish
+from cronwarden.run.engine import EngineSettings
+from cronwarden.watch.notify import LogNotifier, Notifier, WebhookNotifier
+from cronwarden.watch.watcher import Report, Watcher
 
 from .queue import SqsQueue, delivery_of_message
 from .schedules import MalformedTick, due_window, parse_tick
@@ -251,7 +251,7 @@ def make_handlers(
     if configure_logging is None:
         configure_logging = bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
     if configure_logging:
-        from cronwarden.logs import configure
+        from cronwarden.model.logs import configure
 
         configure(logging.INFO, stream=sys.stdout)
     enabled = enabled_functions()

@@ -7,9 +7,9 @@ import importlib.util
 import threading
 from typing import Any
 
-from cronwarden.errors import ConfigurationError
-from cronwarden.jobs import Job
-from cronwarden.ports import Provider
+from cronwarden.jobs.definitions import Job
+from cronwarden.model.errors import ConfigurationError
+from cronwarden.model.ports import Provider
 
 from ._clients import client
 from .queue import SqsQueue

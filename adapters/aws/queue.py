@@ -1,4 +1,4 @@
-"""SQS implementation of the :class:`~cronwarden.ports.Queue` port.
+"""SQS implementation of the :class:`~cronwarden.model.ports.Queue` port.
 
 A standard queue plus a dead-letter queue named in the queue's redrive policy, whose
 ``maxReceiveCount`` is :attr:`SqsQueue.max_deliveries`: SQS itself moves a message received that
@@ -36,15 +36,15 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from cronwarden.errors import ConfigurationError
-from cronwarden.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue, QueueCapabilities
+from cronwarden.model.errors import ConfigurationError
+from cronwarden.model.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue, QueueCapabilities
 
 from ._clients import client
 from .errors import error_code
 from .settings import AwsSettings
 
 if TYPE_CHECKING:
-    from cronwarden.doctor import DeadLetterPolicy
+    from cronwarden.ops.doctor import DeadLetterPolicy
 
 MAX_DELAY = 900  #: SQS DelaySeconds limit
 MAX_VISIBILITY = 43200  #: 12 hours: the longest a received message can stay invisible
@@ -223,7 +223,7 @@ class SqsQueue(Queue):
         """For ``cronwarden doctor``: the run queue's redrive policy as SQS holds it (not as
         configured here), and whether its target is the dead-letter queue this provider reads.
         Needs ``sqs:GetQueueAttributes`` on both queues."""
-        from cronwarden.doctor import DeadLetterPolicy
+        from cronwarden.ops.doctor import DeadLetterPolicy
 
         attributes = self._sqs.get_queue_attributes(
             QueueUrl=self.queue_url, AttributeNames=["RedrivePolicy"]

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from cronwarden.errors import InvalidJobDefinition, MalformedRunRequest
-from cronwarden.jobs import Job
-from cronwarden.schedule import utc
+from cronwarden.jobs.definitions import Job
+from cronwarden.model.errors import InvalidJobDefinition, MalformedRunRequest
+from cronwarden.model.schedule import utc
 
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"  #: context attribute in the target input
 TICK_VERSION = 1
@@ -138,7 +138,7 @@ def parse_tick(event: Any) -> Tick:
 def due_window(job: Job, scheduled_time: datetime) -> datetime | None:
     """The window the tick at ``scheduled_time`` must enqueue, or ``None`` when an earlier tick
     of the rendered UTC schedule already stood for that window (see the module docstring)."""
-    from cronwarden.schedule import Schedule
+    from cronwarden.model.schedule import Schedule
 
     timer = Schedule(" ".join(utc_cron_fields(job)), "UTC")
     tick = timer.floor(scheduled_time)

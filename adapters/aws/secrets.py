@@ -24,7 +24,7 @@ import os
 import re
 from collections.abc import Mapping, MutableMapping
 
-from cronwarden.errors import ConfigurationError
+from cronwarden.model.errors import ConfigurationError
 
 from ._clients import client
 from .settings import AwsSettings

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from cronwarden.errors import ConfigurationError
+from cronwarden.model.errors import ConfigurationError
 
 ENV_REGION = "CRONWARDEN_AWS_REGION"
 ENV_ENDPOINT_URL = "CRONWARDEN_AWS_ENDPOINT_URL"

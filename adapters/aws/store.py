@@ -1,4 +1,4 @@
-"""DynamoDB implementation of the :class:`~cronwarden.ports.Store` port.
+"""DynamoDB implementation of the :class:`~cronwarden.model.ports.Store` port.
 
 Layout: one table. Partition key ``pk`` = the job name, sort key ``sk`` = ``<kind>#<id>``, so
 every record of a job lives in one item collection and a commit (one job, by the port's rule)
@@ -43,8 +43,8 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
-from cronwarden.errors import CommitConflict, StoreUnavailable
-from cronwarden.ports import (
+from cronwarden.model.errors import CommitConflict, StoreUnavailable
+from cronwarden.model.ports import (
     Create,
     Delete,
     Key,

@@ -17,10 +17,10 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any
 
-from cronwarden.probe import PROBE_ATTRIBUTE
+from cronwarden.watch.probe import PROBE_ATTRIBUTE
 
 if TYPE_CHECKING:
-    from cronwarden.doctor import DeadLetterPolicy
+    from cronwarden.ops.doctor import DeadLetterPolicy
 
     from .servicebus import ServiceBusQueue
 
@@ -35,7 +35,7 @@ def _props(message: Any) -> dict[str, str]:
 
 
 def measure_delivery_limit(queue: ServiceBusQueue, *, timeout: float = 60.0) -> DeadLetterPolicy:
-    from cronwarden.doctor import DeadLetterPolicy
+    from cronwarden.ops.doctor import DeadLetterPolicy
 
     marker = f"dlq:{secrets.token_hex(8)}"
     queue.send(json.dumps({"cronwarden_probe": marker}).encode(), {PROBE_ATTRIBUTE: marker})

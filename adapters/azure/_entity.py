@@ -1,6 +1,6 @@
 """Record data ↔ Table entity properties, exactly, within Azure's limits.
 
-One property per top-level field, so a :class:`~cronwarden.ports.Merge` of plain fields is a
+One property per top-level field, so a :class:`~cronwarden.model.ports.Merge` of plain fields is a
 server-side merge (no read). Values are typed so that every JSON value round-trips exactly:
 
 =================================  ============================================

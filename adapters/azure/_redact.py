@@ -1,7 +1,8 @@
-"""Deprecated: the Azure adapter uses :func:`cronwarden.redaction.redact`, the one rule set."""
+"""Deprecated: the Azure adapter uses :func:`cronwarden.model.redaction.redact`, the one rule
+set."""
 
 from __future__ import annotations
 
-from cronwarden.redaction import redact
+from cronwarden.model.redaction import redact
 
 __all__ = ["redact"]

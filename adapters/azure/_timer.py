@@ -23,9 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from cronwarden.errors import InvalidJobDefinition
-from cronwarden.jobs import Job
-from cronwarden.schedule import Schedule, utc
+from cronwarden.jobs.definitions import Job
+from cronwarden.model.errors import InvalidJobDefinition
+from cronwarden.model.schedule import Schedule, utc
 
 from .ncrontab import to_ncrontab, utc_ncrontab
 

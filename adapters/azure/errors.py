@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cronwarden.errors import CronwardenError
+from cronwarden.model.errors import CronwardenError
 
 
 class TableLimitError(CronwardenError, ValueError):

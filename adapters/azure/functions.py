@@ -47,31 +47,22 @@ from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any, Protocol
 
-from cronwarden.engine import EngineSettings, Outcome
-from cronwarden.errors import ConfigurationError
-from cronwarden.hosting import (
-    HostedRuntime,
-    enabled_functions,
-    jobset_of,
-)
-from cronwarden.jobs import Job, JobSet
-from cronwarden.liveness import Report
-from cronwarden.logs import get_logger, trace_scope
-from cronwarden.model import RunRequest
-from cronwarden.notify import Notifier
-from cronwarden.ports import DeadLetter, Delivery, Provider
-from cronwarden.redaction import redact
-from cronwarden.settlement import Action, Verdict, republish
+from cronwarden.hosting import HostedRuntime, enabled_functions, jobset_of
+from cronwarden.jobs.definitions import Job, JobSet
+from cronwarden.model.errors import ConfigurationError
+from cronwarden.model.logs import get_logger, trace_scope
+from cronwarden.model.ports import DeadLetter, Delivery, Provider
+from cronwarden.model.redaction import redact
+from cronwarden.model.runs import RunRequest
+from cronwarden.model.settlement import Action, Verdict, republish
+from cronwarden.run.engine import EngineSettings, Outcome
+from cronwarden.watch.notify import Notifier
+from cronwarden.watch.watcher import Report
 
 from ._timer import TimerSchedule, due_window, timer_schedule_for
 from .servicebus import ServiceBusQueue, attempt_of, public_attributes, retry_by_copy
-from .settings import (  # noqa: F401 - the old names of these constants stay importable here
-    DEFAULT_QUEUE,
-    DEFAULT_WATCHER_SCHEDULE,
-    QUEUE_ENV,
-    SCHEDULE_ENV_PREFIX,
+from .settings import (
     SERVICEBUS_BINDING_CONNECTION,
-    WATCHER_SCHEDULE_ENV,
     AzureSettings,
     schedule_setting,
 )
@@ -167,7 +158,7 @@ def settle_with_actions(
 
 
 class HostSettledQueue:
-    """Deprecated shim (not a :class:`~cronwarden.ports.Queue`): the old per-call settlement
+    """Deprecated shim (not a :class:`~cronwarden.model.ports.Queue`): the old per-call settlement
     over :func:`settle_with_actions`. Hosts call :func:`settle_with_actions` directly."""
 
     def __init__(self, servicebus: ServiceBusQueue, actions: MessageActions) -> None:

@@ -15,7 +15,7 @@ Two pure functions:
   to the job's window in its own time zone, so the tick that does not match a window maps to
   the previous window, which already ran (a duplicate, acknowledged and logged).
 
-Both raise :class:`~cronwarden.errors.InvalidJobDefinition` with one clear sentence.
+Both raise :class:`~cronwarden.model.errors.InvalidJobDefinition` with one clear sentence.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from cronwarden.errors import InvalidJobDefinition
+from cronwarden.model.errors import InvalidJobDefinition
 
 _MONTHS = {
     name: i + 1

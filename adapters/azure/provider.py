@@ -19,8 +19,8 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from cronwarden.errors import ConfigurationError
-from cronwarden.ports import Provider
+from cronwarden.model.errors import ConfigurationError
+from cronwarden.model.ports import Provider
 
 from .servicebus import ServiceBusQueue
 from .settings import (

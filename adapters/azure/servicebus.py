@@ -1,6 +1,6 @@
 """The Service Bus queue: run requests on an Azure Service Bus queue (or our emulator).
 
-Contract (``cronwarden.ports.Queue``) and how Service Bus carries it:
+Contract (``cronwarden.model.ports.Queue``) and how Service Bus carries it:
 
 * ``publish(dedup_id=run key)`` sends with ``MessageId`` = the run key; the queue's duplicate
   detection (``RequiresDuplicateDetection``, the rendered queue has it) drops a double fire.
@@ -26,7 +26,7 @@ Contract (``cronwarden.ports.Queue``) and how Service Bus carries it:
 * The DLQ is ``<queue>/$DeadLetterQueue``: ``dlq_depth`` counts by peeking (Service Bus has no
   count over AMQP; the metric/administration API is not reachable with data-plane rights
   alone), ``dlq_peek`` peeks, ``redrive(limit)`` receives at most ``limit`` dead letters, sends
-  each back with :data:`~cronwarden.ports.REDRIVE_ATTRIBUTE` incremented and a fresh attempt
+  each back with :data:`~cronwarden.model.ports.REDRIVE_ATTRIBUTE` incremented and a fresh attempt
   budget, then completes the dead letter (same non-atomic window: a crash may redrive twice;
   the run record dedupes).
 
@@ -44,8 +44,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cronwarden.logs import get_logger
-from cronwarden.ports import (
+from cronwarden.model.logs import get_logger
+from cronwarden.model.ports import (
     REASON_ATTRIBUTE,
     REDRIVE_ATTRIBUTE,
     DeadLetter,
@@ -53,12 +53,12 @@ from cronwarden.ports import (
     Queue,
     QueueCapabilities,
 )
-from cronwarden.settlement import Action, Verdict
+from cronwarden.model.settlement import Action, Verdict
 
 from ._redact import redact
 
 if TYPE_CHECKING:
-    from cronwarden.doctor import DeadLetterPolicy
+    from cronwarden.ops.doctor import DeadLetterPolicy
 
 log = get_logger("azure.servicebus")
 
@@ -117,7 +117,7 @@ class _Tracked:
 
 
 class ServiceBusQueue(Queue):
-    """A :class:`~cronwarden.ports.Queue` on one Service Bus queue.
+    """A :class:`~cronwarden.model.ports.Queue` on one Service Bus queue.
 
     Build with :meth:`from_connection_string` (emulator, local development) or
     :meth:`from_namespace` (fully qualified namespace + token credential, e.g. a managed

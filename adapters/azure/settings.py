@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from cronwarden.config import env_int, env_text
+from cronwarden.jobs.config import env_int, env_text
 
 STORAGE_CONNECTION_ENV = "CRONWARDEN_AZURE_STORAGE_CONNECTION_STRING"  #: a secret
 STORAGE_CONNECTION_FALLBACK_ENV = "AZURE_STORAGE_CONNECTION_STRING"  #: the SDK's own name

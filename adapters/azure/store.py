@@ -1,4 +1,4 @@
-"""Azure Table Storage implementation of the :class:`~cronwarden.ports.Store` port.
+"""Azure Table Storage implementation of the :class:`~cronwarden.model.ports.Store` port.
 
 Layout (see :mod:`._keys`): one table; ``PartitionKey`` = the job name, ``RowKey`` =
 ``kind:id``. All records of one job share a partition, so every commit (which the port limits
@@ -38,13 +38,13 @@ from datetime import datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cronwarden.errors import (
+from cronwarden.model.errors import (
     CommitConflict,
     CommitOutcomeUnknown,
     ConfigurationError,
     StoreUnavailable,
 )
-from cronwarden.ports import (
+from cronwarden.model.ports import (
     Create,
     Delete,
     Key,

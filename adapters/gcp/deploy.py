@@ -36,8 +36,8 @@ from cronwarden.deploy.hcl import Attr, Block, Comment, Expr, Item
 from cronwarden.deploy.package import JobSource, entry_module
 from cronwarden.deploy.renderers import PROVIDER_ENV as ENV_PROVIDER
 from cronwarden.deploy.spec import MARGIN_SECONDS, Plan
-from cronwarden.errors import InvalidJobDefinition
 from cronwarden.hosting import WEBHOOK_ENV
+from cronwarden.model.errors import InvalidJobDefinition
 
 from . import settings
 

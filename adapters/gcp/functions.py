@@ -40,21 +40,16 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from cronwarden.engine import Engine, EngineSettings
-from cronwarden.hosting import (
-    FUNCTIONS_ENV,
-    HostedRuntime,
-    enabled_functions,
-    jobset_of,
-)
-from cronwarden.jobs import JobSet
-from cronwarden.liveness import Report
-from cronwarden.logs import get_logger, trace_scope
-from cronwarden.notify import Notifier
-from cronwarden.ports import Delivery, Provider
-from cronwarden.redaction import redact
-from cronwarden.settlement import Verdict
-from cronwarden.trigger import Worker
+from cronwarden.hosting import FUNCTIONS_ENV, HostedRuntime, enabled_functions, jobset_of
+from cronwarden.hosting.trigger import Worker
+from cronwarden.jobs.definitions import JobSet
+from cronwarden.model.logs import get_logger, trace_scope
+from cronwarden.model.ports import Delivery, Provider
+from cronwarden.model.redaction import redact
+from cronwarden.model.settlement import Verdict
+from cronwarden.run.engine import Engine, EngineSettings
+from cronwarden.watch.notify import Notifier
+from cronwarden.watch.watcher import Report
 
 from .push import (
     ACK_STATUS,
@@ -80,7 +75,7 @@ def _json(body: dict[str, Any], status: int) -> Response:
 
 class PushWorker(Worker):
     """Deprecated: the core :class:`~cronwarden.Worker` with the push variant of the mapping
-    (``in_progress`` is retried, see :func:`~cronwarden.settlement.verdict_for`). Use
+    (``in_progress`` is retried, see :func:`~cronwarden.model.settlement.verdict_for`). Use
     ``Worker(engine, in_progress_retries=True)`` and :func:`~.push.push_reply`."""
 
     def __init__(self, engine: Engine, queue: Any = None) -> None:
@@ -224,7 +219,7 @@ def make_functions(
     if configure_logging is None:
         configure_logging = bool(os.environ.get("K_SERVICE"))
     if configure_logging:
-        from cronwarden.logs import configure
+        from cronwarden.model.logs import configure
 
         configure(logging.INFO, stream=sys.stdout)
     enabled = enabled_functions()

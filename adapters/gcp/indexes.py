@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cronwarden.ports import ITEM, KINDS, RUN
+from cronwarden.model.ports import ITEM, KINDS, RUN
 
 from .store import DEFAULT_PREFIX, EXPIRY_FIELD
 

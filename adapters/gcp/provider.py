@@ -40,8 +40,8 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
 
-from cronwarden.errors import ConfigurationError
-from cronwarden.ports import ITEM, RUN, Provider
+from cronwarden.model.errors import ConfigurationError
+from cronwarden.model.ports import ITEM, RUN, Provider
 
 from .queue import MIN_DELIVERIES, PubSubQueue
 from .settings import (

@@ -8,11 +8,11 @@ A push subscription POSTs each message to the worker as JSON::
 
 (``deliveryAttempt`` only in production and only with a dead-letter policy; the emulator and
 functions-framework's CloudEvent conversion drop it, so the attempt count of record is the run
-record's.) :func:`parse_envelope` turns the body into a :class:`~cronwarden.ports.Delivery`
+record's.) :func:`parse_envelope` turns the body into a :class:`~cronwarden.model.ports.Delivery`
 whose ``handle`` is a :class:`PushReceipt`.
 
 A push subscriber has no ack / nack / dead-letter call: the HTTP status settles the message.
-:func:`push_reply` applies the worker's :class:`~cronwarden.settlement.Verdict`:
+:func:`push_reply` applies the worker's :class:`~cronwarden.model.settlement.Verdict`:
 
 =================  ========================================================================
 ACK                status 204: Pub/Sub drops the message
@@ -40,10 +40,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from cronwarden.logs import get_logger
-from cronwarden.ports import DeadLetter, Delivery
-from cronwarden.redaction import redact
-from cronwarden.settlement import Action, Verdict, republish
+from cronwarden.model.logs import get_logger
+from cronwarden.model.ports import DeadLetter, Delivery
+from cronwarden.model.redaction import redact
+from cronwarden.model.settlement import Action, Verdict, republish
 
 from .queue import NOT_BEFORE_ATTRIBUTE, PubSubQueue
 
@@ -216,7 +216,7 @@ def receipt_of(delivery: Delivery) -> PushReceipt:
 
 
 class PushQueue:
-    """Deprecated shim (not a :class:`~cronwarden.ports.Queue`): records :func:`push_reply`'s
+    """Deprecated shim (not a :class:`~cronwarden.model.ports.Queue`): records :func:`push_reply`'s
     answer on each delivery's :class:`PushReceipt`. Hosts call :func:`push_reply` directly."""
 
     def __init__(self, inner: PubSubQueue) -> None:

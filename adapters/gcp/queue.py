@@ -1,4 +1,4 @@
-"""Pub/Sub implementation of the :class:`~cronwarden.ports.Queue` port.
+"""Pub/Sub implementation of the :class:`~cronwarden.model.ports.Queue` port.
 
 Resources (one subscription per topic: redrive re-publishes to the topic)::
 
@@ -52,8 +52,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlencode
 
-from cronwarden.errors import ConfigurationError
-from cronwarden.ports import (
+from cronwarden.model.errors import ConfigurationError
+from cronwarden.model.ports import (
     REASON_ATTRIBUTE,
     REDRIVE_ATTRIBUTE,
     DeadLetter,
@@ -66,7 +66,7 @@ from ._clients import grpc_module, pubsub_clients
 from ._keeper import DeadlineKeeper
 
 if TYPE_CHECKING:
-    from cronwarden.doctor import DeadLetterPolicy
+    from cronwarden.ops.doctor import DeadLetterPolicy
 
 log = logging.getLogger(__name__)
 
@@ -264,7 +264,7 @@ class PubSubQueue(Queue):
         Needs ``pubsub.subscriptions.get`` / ``pubsub.topics.get`` (Pub/Sub Viewer)."""
         from google.api_core import exceptions as gexc
 
-        from cronwarden.doctor import DeadLetterPolicy
+        from cronwarden.ops.doctor import DeadLetterPolicy
 
         subscription = self.subscriber.get_subscription(
             subscription=self.subscription, timeout=self.rpc_timeout

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from cronwarden.config import duration_text, env_duration, env_flag, env_int, env_text
-from cronwarden.errors import ConfigurationError
+from cronwarden.jobs.config import duration_text, env_duration, env_flag, env_int, env_text
+from cronwarden.model.errors import ConfigurationError
 
 from .queue import MAX_ACK_DEADLINE, MAX_DELIVERIES, MIN_DELIVERIES
 

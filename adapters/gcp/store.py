@@ -1,4 +1,4 @@
-"""Firestore implementation of the :class:`~cronwarden.ports.Store` port.
+"""Firestore implementation of the :class:`~cronwarden.model.ports.Store` port.
 
 Document layout (native mode, one database; ``P`` = ``collection_prefix``, default ``cw_``)::
 
@@ -45,8 +45,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from cronwarden.errors import CommitConflict, CommitOutcomeUnknown, StoreUnavailable
-from cronwarden.ports import (
+from cronwarden.model.errors import CommitConflict, CommitOutcomeUnknown, StoreUnavailable
+from cronwarden.model.ports import (
     ITEM,
     RUN,
     Create,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cronwarden.ports import Delivery
+from cronwarden.model.ports import Delivery
 
 from .push import MalformedEnvelope, _parse_time, parse_envelope
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cronwarden.ports import Provider
+from cronwarden.model.ports import Provider
 
 from .queue import SQLiteQueue
 from .settings import DEFAULT_MAX_DELIVERIES, DEFAULT_PATH, LocalSettings  # noqa: F401 - old home

@@ -1,4 +1,4 @@
-"""SQLite implementation of the :class:`~cronwarden.ports.Queue` port.
+"""SQLite implementation of the :class:`~cronwarden.model.ports.Queue` port.
 
 Messages live in one table; a receive marks rows invisible until ``visible_at`` and stamps a
 fresh receipt, so a settle from a receiver whose visibility ran out is ignored (another receiver
@@ -14,12 +14,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from cronwarden.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue, QueueCapabilities
+from cronwarden.model.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue, QueueCapabilities
 
 from ._db import Database
 
 if TYPE_CHECKING:
-    from cronwarden.doctor import DeadLetterPolicy
+    from cronwarden.ops.doctor import DeadLetterPolicy
 
 MAX_DELIVERIES_ATTRIBUTE = "cw-max-deliveries"
 _POLL_SECONDS = 0.05
@@ -149,7 +149,7 @@ class SQLiteQueue(Queue):
     def dead_letter_policy(self) -> DeadLetterPolicy:
         """For ``cronwarden doctor``: the dead-letter table always exists; the limit is this
         queue's ``max_deliveries``."""
-        from cronwarden.doctor import DeadLetterPolicy
+        from cronwarden.ops.doctor import DeadLetterPolicy
 
         return DeadLetterPolicy(True, self.max_deliveries, "the SQLite queue's dead letters")
 

@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from cronwarden.config import env_text
+from cronwarden.jobs.config import env_text
 
 PATH_ENV = "CRONWARDEN_LOCAL_PATH"  #: the state database (the queue: ``<path>-queue``)
 DEFAULT_PATH = os.path.join(".cronwarden", "state.db")

@@ -1,4 +1,4 @@
-"""SQLite implementation of the :class:`~cronwarden.ports.Store` port."""
+"""SQLite implementation of the :class:`~cronwarden.model.ports.Store` port."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from cronwarden.errors import CommitConflict, CommitOutcomeUnknown, StoreUnavailable
-from cronwarden.ports import (
+from cronwarden.model.errors import CommitConflict, CommitOutcomeUnknown, StoreUnavailable
+from cronwarden.model.ports import (
     Create,
     Delete,
     Key,
@@ -42,9 +42,9 @@ class SQLiteStore(Store):
     Versions come from one database-wide counter, so a version never repeats for a key even
     when the record is deleted and created again (a stale writer can never match). A database
     still locked by another writer after the busy timeout, or a file that cannot be opened,
-    raises :class:`~cronwarden.errors.StoreUnavailable` (the transaction was rolled back), in
+    raises :class:`~cronwarden.model.errors.StoreUnavailable` (the transaction was rolled back), in
     one line naming the file; an I/O error on the ``COMMIT`` statement itself raises
-    :class:`~cronwarden.errors.CommitOutcomeUnknown` (the commit may be durable).
+    :class:`~cronwarden.model.errors.CommitOutcomeUnknown` (the commit may be durable).
 
     ``busy_timeout``: seconds to wait for another process's write lock (default 5).
     """
@@ -165,7 +165,8 @@ def _encode(data: Any) -> str:
 
 def _decode_all(texts: list[str]) -> list[Any]:
     """The JSON documents ``texts`` (written by :func:`_encode`), each through
-    :func:`~cronwarden.ports.decode_json` (the C scanner alone: a 10,000-record status query)."""
+    :func:`~cronwarden.model.ports.decode_json` (the C scanner alone: a 10,000-record status
+    query)."""
     return [decode_json(text) for text in texts]
 
 

@@ -12,7 +12,7 @@ mapped to the store's three outcomes in one place.
   with any other SQLSTATE (disk full, out of memory, too many connections) rolled the
   transaction back -> :class:`StoreUnavailable`.
 
-Every message passes through :func:`~cronwarden.redaction.redact` and names the server by its
+Every message passes through :func:`~cronwarden.model.redaction.redact` and names the server by its
 redacted DSN: the password never reaches a log line or an error snippet.
 
 psycopg and psycopg_pool are imported when a :class:`Database` is built, never before.
@@ -27,13 +27,13 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cronwarden.errors import (
+from cronwarden.model.errors import (
     CommitConflict,
     CommitOutcomeUnknown,
     ConfigurationError,
     StoreUnavailable,
 )
-from cronwarden.redaction import redact
+from cronwarden.model.redaction import redact
 
 from .schema import CONFLICT_EXISTS, CONFLICT_VERSION, migrate
 from .settings import PostgresSettings

@@ -7,8 +7,8 @@ import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
-from cronwarden.errors import ConfigurationError
-from cronwarden.ports import Provider
+from cronwarden.model.errors import ConfigurationError
+from cronwarden.model.ports import Provider
 
 from .database import EXTRA_HINT, Database
 from .queue import PostgresQueue

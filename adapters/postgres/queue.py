@@ -1,4 +1,4 @@
-"""PostgreSQL implementation of the :class:`~cronwarden.ports.Queue` port.
+"""PostgreSQL implementation of the :class:`~cronwarden.model.ports.Queue` port.
 
 * ``<schema>.messages``: one row per message; a receive (``receive_messages``, one statement)
   takes visible rows with ``FOR UPDATE SKIP LOCKED``, makes them invisible until the visibility
@@ -28,14 +28,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from cronwarden.ports import (
-    REDRIVE_ATTRIBUTE,
-    DeadLetter,
-    Delivery,
-    Queue,
-    QueueCapabilities,
-)
-from cronwarden.redaction import redact
+from cronwarden.model.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue, QueueCapabilities
+from cronwarden.model.redaction import redact
 
 from .database import Database
 from .schema import notify_channel, quoted

@@ -46,7 +46,7 @@ CREATE INDEX records_expire_at ON @S@.records (expire_at) WHERE expire_at IS NOT
 -- re-create, so a stale writer can never match.
 CREATE SEQUENCE @S@.record_versions;
 
--- Merge semantics of cronwarden.ports.Merge: set fields, then add increments (missing or null
+-- Merge semantics of cronwarden.model.ports.Merge: set fields, then add increments (missing or null
 -- fields count as 0), then raise fields to at least the maximums (missing fields take them).
 CREATE FUNCTION @S@.merge_data(base jsonb, fields jsonb, increments jsonb, maximums jsonb)
 RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
@@ -65,7 +65,7 @@ RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
     FROM added
 $$;
 
--- One atomic commit of one job's ops (see cronwarden.ports.Store). Each op is a JSON object:
+-- One atomic commit of one job's ops (see cronwarden.model.ports.Store). Each op is a JSON object:
 -- t = c(reate) | u(pdate) | d(elete) | m(erge); k = kind; i = id; d = data; v = version;
 -- f / n / x = merge fields / increments / maximums; e = expire_at (ISO text or null).
 -- Returns the new version per op (null for deletes).

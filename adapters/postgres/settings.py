@@ -32,8 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cronwarden.errors import ConfigurationError
-from cronwarden.redaction import MASK, redact
+from cronwarden.model.errors import ConfigurationError
+from cronwarden.model.redaction import MASK, redact
 
 ENV_PREFIX = "CRONWARDEN_POSTGRES_"
 ENV_DSN = ENV_PREFIX + "DSN"
@@ -171,7 +171,7 @@ def redact_dsn(dsn: str) -> str:
 
 def register_dsn_secrets(dsn: str) -> None:
     """Register the DSN's password (and the DSN itself) so logs and error snippets mask it."""
-    from cronwarden.redaction import register_secret
+    from cronwarden.model.redaction import register_secret
 
     password = _password_of(dsn)
     if password:

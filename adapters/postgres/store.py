@@ -1,4 +1,4 @@
-"""PostgreSQL implementation of the :class:`~cronwarden.ports.Store` port.
+"""PostgreSQL implementation of the :class:`~cronwarden.model.ports.Store` port.
 
 * Records live in ``<schema>.records`` (``kind, job, id`` primary key, ``data jsonb``,
   ``version bigint``, ``expire_at``).
@@ -22,8 +22,8 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from cronwarden.errors import CommitConflict
-from cronwarden.ports import (
+from cronwarden.model.errors import CommitConflict
+from cronwarden.model.ports import (
     Create,
     Delete,
     Key,

@@ -1,5 +1,5 @@
 """Provisional window accounting for the timeline: ``window_states`` with the name and shape
-that ``cronwarden.accounting.window_states`` will have ([windows], issue 12). The page calls it
+that ``cronwarden.run.accounting.window_states`` will have ([windows], issue 12). The page calls it
 through :func:`cronwarden.dashboard.views.window_states_of` only, so swapping in the real one is
 one line there.
 
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..jobs import Job
-from ..model import format_window
-from ..ports import RUN, Store
-from ..records import parse_iso, status_key_of
+from ..jobs.definitions import Job
+from ..model.ports import RUN, Store
+from ..model.records import parse_iso, status_key_of
+from ..model.runs import format_window
 
 #: states in the order the legend shows them
 STATES = (

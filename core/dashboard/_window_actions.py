@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .. import pause as paused
-from ..jobs import Job, JobSet
-from ..logs import get_logger
-from ..ports import Store
+from ..jobs import pause as paused
+from ..jobs.definitions import Job, JobSet
+from ..model.logs import get_logger
+from ..model.ports import Store
 from .views import BadRequest, NotFound
 
 #: the actions this module serves, by their URL name
@@ -22,7 +22,7 @@ NAMES = ("resolve", "rerun", "pause", "resume")
 
 @dataclass(frozen=True)
 class _Runner:
-    """What :func:`cronwarden.cli_trigger.enqueue_by_hand` reads of a runner."""
+    """What :func:`cronwarden.ops.manual.enqueue_by_hand` reads of a runner."""
 
     store: Store
     queue: Any
@@ -53,7 +53,7 @@ def _text(body: Mapping[str, Any], name: str, *, required: bool) -> str:
 
 
 def _window(job: Job, body: Mapping[str, Any], now: datetime) -> datetime:
-    from ..trigger import WindowRefused, check_window
+    from ..hosting.trigger import WindowRefused, check_window
 
     text = _text(body, "window", required=True)
     try:
@@ -98,7 +98,7 @@ def perform(
         return {"job": job.name, "paused": False, "text": f"resumed (was {ended.describe()})"}
     window = _window(job, body, at)
     if name == "resolve":
-        from ..cli_windows import WindowActionRefused, resolve_window
+        from ..ops.windows import WindowActionRefused, resolve_window
 
         reason = _text(body, "reason", required=True)
         try:
@@ -111,7 +111,7 @@ def perform(
         )  # fmt: skip
         return {"run_key": run.run_key, "state": "excused", "text": run.excused_detail}
     if name == "rerun":
-        from ..cli_trigger import enqueue_by_hand
+        from ..ops.manual import enqueue_by_hand
 
         if queue is None or not callable(getattr(queue, "publish", None)):
             raise BadRequest("this dashboard has no queue to publish to")

@@ -30,10 +30,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from ..jobs import JobSet
-from ..logs import get_logger
-from ..ports import DeadLetters, Store
-from ..redaction import redact
+from ..jobs.definitions import JobSet
+from ..model.logs import get_logger
+from ..model.ports import DeadLetters, Store
+from ..model.redaction import redact
 from . import _window_actions, views
 from .openapi import openapi_document
 from .views import BadRequest, Dashboard, NotFound

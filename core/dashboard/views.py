@@ -16,28 +16,35 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from ..jobs import Job, JobSet
-from ..ledger import read_items
-from ..liveness import JobHealth, Watcher
-from ..model import format_window, parse_window
-from ..ports import ITEM, RUN, STATUS, DeadLetters, Store
-from ..records import LockRecord, StatusRecord, lock_key_of, parse_iso, run_key_of, status_key_of
-from ..redaction import redact
+from ..jobs.definitions import Job, JobSet
+from ..model.ports import ITEM, RUN, STATUS, DeadLetters, Store
+from ..model.records import (
+    LockRecord,
+    StatusRecord,
+    lock_key_of,
+    parse_iso,
+    run_key_of,
+    status_key_of,
+)
+from ..model.redaction import redact
+from ..model.runs import format_window, parse_window
+from ..run.ledger import read_items
+from ..watch.watcher import JobHealth, Watcher
 from . import _timeline
 
 #: the one place the page's window accounting comes from (swap for
-#: ``cronwarden.accounting.window_states`` when [windows] lands)
+#: ``cronwarden.run.accounting.window_states`` when [windows] lands)
 
 
 def window_states_of(
     store: Any, job: Any, start: datetime, end: datetime, now: datetime
 ) -> list[_timeline.WindowState]:
     """The timeline's cells from the model's window accounting
-    (:func:`cronwarden.accounting.window_states`, the same the watcher judges gaps by), cut to
+    (:func:`cronwarden.run.accounting.window_states`, the same the watcher judges gaps by), cut to
     the newest :data:`~cronwarden.dashboard._timeline.MAX_WINDOWS`; a success that broke its
     expectations shows as ``suspicious``."""
-    from cronwarden.accounting import window_states
-    from cronwarden.model import run_key
+    from cronwarden.model.runs import run_key
+    from cronwarden.run.accounting import window_states
 
     cells = []
     for state in window_states(store, job, start, min(end, now), now)[-_timeline.MAX_WINDOWS :]:
@@ -133,7 +140,7 @@ def _instant_texts(when: datetime, zone: str) -> tuple[str, str, str]:
 @functools.cache
 def _baseline_of() -> Callable[..., Any] | None:
     try:
-        return getattr(importlib.import_module("cronwarden.baseline"), "baseline_of", None)
+        return getattr(importlib.import_module("cronwarden.run.baseline"), "baseline_of", None)
     except ImportError:
         return None
 

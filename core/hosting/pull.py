@@ -22,10 +22,10 @@ import threading
 from datetime import timedelta
 from types import FrameType
 
-from ..engine import EngineSettings
-from ..jobs import JobSet
-from ..logs import get_logger
-from ..ports import Provider
+from ..jobs.definitions import JobSet
+from ..model.logs import get_logger
+from ..model.ports import Provider
+from ..run.engine import EngineSettings
 from .root import Composition
 
 log = get_logger("hosting.pull")
@@ -49,7 +49,7 @@ class PullWorkers:
         self.engine = self.root.engine
         self.queue = self.root.queue
         # Visibility as every pull worker has it (lease TTL + one renewal interval): the factor
-        # is applied once, in cronwarden.trigger.lease_visibility.
+        # is applied once, in cronwarden.hosting.trigger.lease_visibility.
         self.workers = [self.root.pull_worker() for _ in range(max(1, threads))]
         self.stop_event = threading.Event()
         self.wait = wait
@@ -96,8 +96,8 @@ class PullWorkers:
 
 
 def main(argv: list[str] | None = None, *, prog: str = "python -m cronwarden.hosting.pull") -> None:
-    from ..config import load_jobs, provider_from_env
-    from ..logs import configure
+    from ..jobs.config import load_jobs, provider_from_env
+    from ..model.logs import configure
     from .settings import HostSettings
 
     host = HostSettings.from_env()

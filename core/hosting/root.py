@@ -3,7 +3,7 @@ watcher and notifiers, the same way for every host.
 
 ``LocalRunner`` (``cronwarden run``), the pull workers (:mod:`cronwarden.hosting.pull`), the GCP
 functions and the Azure function app all build their object graph through :class:`Composition`;
-hosts differ only in how deliveries reach :meth:`~cronwarden.trigger.Worker.decide` and how
+hosts differ only in how deliveries reach :meth:`~cronwarden.hosting.trigger.Worker.decide` and how
 they apply its verdict. Everything is built lazily, once, thread-safe: a cold start connects
 nothing before the first invocation.
 """
@@ -16,18 +16,18 @@ from collections.abc import Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from ..engine import Engine, EngineSettings
-from ..errors import ConfigurationError
-from ..jobs import JobSet
-from ..liveness import Watcher
-from ..notify import LogNotifier, Notifier, WebhookNotifier
-from ..ports import Provider, Publisher, Queue, Store
-from ..trigger import Trigger, Worker
+from ..jobs.definitions import JobSet
+from ..model.errors import ConfigurationError
+from ..model.ports import Provider, Publisher, Queue, Store
+from ..run.engine import Engine, EngineSettings
+from ..watch.notify import LogNotifier, Notifier, WebhookNotifier
+from ..watch.watcher import Watcher
 from .settings import WEBHOOK_ENV, HostSettings
+from .trigger import Trigger, Worker
 
 if TYPE_CHECKING:
-    from ..alerting.settings import AlertingSettings
-    from ..alerting.watchdog import CheckHook
+    from ..watch.alerting.settings import AlertingSettings
+    from ..watch.alerting.watchdog import CheckHook
 
 
 def jobset_of(target: ModuleType | JobSet | str) -> JobSet:
@@ -37,7 +37,7 @@ def jobset_of(target: ModuleType | JobSet | str) -> JobSet:
     elif isinstance(target, ModuleType):
         jobs = JobSet.from_module(target)
     else:
-        from ..config import load_jobs
+        from ..jobs.config import load_jobs
 
         return load_jobs(target)
     if not len(jobs) and not jobs.consumers:
@@ -55,14 +55,14 @@ def notifiers_for(settings: HostSettings) -> list[Notifier]:
 
 
 def alerting_for(settings: HostSettings, env: Mapping[str, str] | None = None) -> AlertingSettings:
-    """The host's alerting settings (``cronwarden.alerting``: the settings file or
+    """The host's alerting settings (``cronwarden.watch.alerting``: the settings file or
     ``$CRONWARDEN_ALERTING_TOML``, plus ``$CRONWARDEN_WEBHOOK_URL`` and the heartbeat URL).
 
     ``settings.webhook_url`` stands for ``$CRONWARDEN_WEBHOOK_URL`` (a host given its settings
     explicitly keeps its webhook); it becomes the ``webhook`` channel exactly once, unless the
     settings file declares a channel of that name itself.
     """
-    from ..alerting.settings import load_settings
+    from ..watch.alerting.settings import load_settings
 
     environ = dict(os.environ if env is None else env)
     if settings.webhook_url:
@@ -79,7 +79,7 @@ class Composition:
     ``notifiers`` to the router of :func:`alerting_for` ``host`` (the log line plus every
     routed channel, each alert sent once per channel; without a settings file, the log line
     and ``$CRONWARDEN_WEBHOOK_URL`` as :func:`notifiers_for`); ``hooks`` (run after every watcher
-    check) to its :meth:`~cronwarden.alerting.settings.AlertingSettings.watcher_hooks` (the
+    check) to its :meth:`~cronwarden.watch.alerting.settings.AlertingSettings.watcher_hooks` (the
     store heartbeat, plus the dead-man's switch when configured); ``host`` to
     :meth:`HostSettings.from_env`, read when first needed.
     """
@@ -117,7 +117,7 @@ class Composition:
     def provider(self) -> Provider:
         with self._lock:
             if self._provider is None:
-                from ..config import provider_from_env
+                from ..jobs.config import provider_from_env
 
                 self._provider = provider_from_env(self.host.provider)
             return self._provider
@@ -184,7 +184,7 @@ class Composition:
             if self._watcher is None:
                 hooks = list(self.hooks)
                 if any(job.after for job in self.jobs):
-                    from ..dependencies import OutboxSweep
+                    from ..run.dependencies import OutboxSweep
 
                     # completion events a crash left in the outbox, published after each check
                     hooks.append(OutboxSweep(self.jobs, self.run_queue))
@@ -199,7 +199,7 @@ class Composition:
 
     def pull_worker(self) -> Worker:
         """A new pull worker on the provider's queue (its visibility: the lease TTL plus one
-        renewal interval, applied once in :func:`~cronwarden.trigger.lease_visibility`)."""
+        renewal interval, applied once in :func:`~cronwarden.hosting.trigger.lease_visibility`)."""
         return Worker(self.engine, self.queue)
 
     def close(self) -> None:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import abc
 from typing import TypeVar
 
-from ..errors import ConfigurationError
-from ..ports import Queue
-from ..trigger import Worker
+from ..model.errors import ConfigurationError
+from ..model.ports import Queue
 from .root import Composition
+from .trigger import Worker
 
 Q = TypeVar("Q", bound=Queue)
 
@@ -25,7 +25,7 @@ class HostedRuntime(Composition, abc.ABC):
 
     ``in_progress_retries``: the host's platform redelivers a message whose run is still going
     (a push endpoint): its worker answers an in-progress run with a retry, not a postponement
-    (see :func:`cronwarden.settlement.verdict_for`).
+    (see :func:`cronwarden.model.settlement.verdict_for`).
     """
 
     in_progress_retries: bool = False

@@ -2,7 +2,8 @@
 
 Every host (``cronwarden run``, the pull workers, the GCP functions, the Azure app) reads these
 through :class:`HostSettings`, so every host gets the same notifiers from the same settings.
-The environment names are the constants below; nothing else spells them.
+The environment names are the constants below (the ones every layer reads come from
+:mod:`cronwarden.model.environment`); nothing else spells them.
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..errors import ConfigurationError
+from ..model.environment import DEFAULT_PROVIDER as DEFAULT_PROVIDER
+from ..model.environment import JOBS_ENV as JOBS_ENV
+from ..model.environment import PROVIDER_ENV as PROVIDER_ENV
+from ..model.environment import WEBHOOK_ENV as WEBHOOK_ENV
+from ..model.errors import ConfigurationError
 
-PROVIDER_ENV = "CRONWARDEN_PROVIDER"  #: local | gcp | azure
-JOBS_ENV = "CRONWARDEN_JOBS"  #: the job module (dotted name or .py path)
-WEBHOOK_ENV = "CRONWARDEN_WEBHOOK_URL"  #: the watcher's webhook (a credential: never logged)
 FUNCTIONS_ENV = "CRONWARDEN_FUNCTIONS"  #: comma list of the functions an app answers
 FUNCTION_NAMES = ("trigger", "worker", "watcher")
-DEFAULT_PROVIDER = "local"
 
 
 @dataclass(frozen=True)

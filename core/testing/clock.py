@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime, timedelta
 
-from cronwarden.schedule import utc
+from cronwarden.model.schedule import utc
 
 
 def _as_utc(when: datetime | str) -> datetime:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from cronwarden.logs import LOGGER_NAME, JsonFormatter
+from cronwarden.model.logs import LOGGER_NAME, JsonFormatter
 
 
 class _Capture(logging.Handler):

@@ -1,14 +1,15 @@
 """A store that fails on purpose: :class:`FaultyStore` wraps any real
-:class:`~cronwarden.ports.Store` and raises one of the port's three failure outcomes on the
+:class:`~cronwarden.model.ports.Store` and raises one of the port's three failure outcomes on the
 requests a plan picks, *before* the real call (nothing applied) or *after* it (applied, answer
 lost)::
 
     store = FaultyStore(SQLiteStore(path), [Fault(UNKNOWN, after=True, match=marks("pending"))])
 
 The three outcomes are the ones every adapter maps its SDK's errors to
-(:mod:`cronwarden.errors`): ``CONFLICT`` (:class:`~cronwarden.errors.CommitConflict`, nothing
-applied), ``UNAVAILABLE`` (:class:`~cronwarden.errors.StoreUnavailable`, nothing applied) and
-``UNKNOWN`` (:class:`~cronwarden.errors.CommitOutcomeUnknown`, applied or not: with
+(:mod:`cronwarden.model.errors`): ``CONFLICT`` (:class:`~cronwarden.model.errors.CommitConflict`,
+nothing
+applied), ``UNAVAILABLE`` (:class:`~cronwarden.model.errors.StoreUnavailable`, nothing applied) and
+``UNKNOWN`` (:class:`~cronwarden.model.errors.CommitOutcomeUnknown`, applied or not: with
 ``after=True`` it was). Raising after the real call is how a timeout or a connection reset after
 the request was sent looks to the caller.
 """
@@ -19,8 +20,13 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from cronwarden.errors import CommitConflict, CommitOutcomeUnknown, StoreError, StoreUnavailable
-from cronwarden.ports import (
+from cronwarden.model.errors import (
+    CommitConflict,
+    CommitOutcomeUnknown,
+    StoreError,
+    StoreUnavailable,
+)
+from cronwarden.model.ports import (
     ITEM,
     Key,
     Merge,
@@ -31,7 +37,7 @@ from cronwarden.ports import (
     Version,
     check_commit,
 )
-from cronwarden.records import page_states
+from cronwarden.model.records import page_states
 
 CONFLICT, UNAVAILABLE, UNKNOWN = "conflict", "unavailable", "unknown"
 OUTCOMES = (CONFLICT, UNAVAILABLE, UNKNOWN)
@@ -51,7 +57,7 @@ def touches(kind: str) -> Matcher:
 
 def marks(state: str) -> Matcher:
     """Commits carrying a ledger mark that moves an item to ``state`` (``pending``, ``done``…):
-    in a ledger page (:class:`~cronwarden.records.ItemPage`) or an item record."""
+    in a ledger page (:class:`~cronwarden.model.records.ItemPage`) or an item record."""
 
     def carries(op: Op) -> bool:
         if op.key.kind != ITEM or not isinstance(op, Merge):

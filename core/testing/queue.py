@@ -1,4 +1,4 @@
-"""An in-memory :class:`~cronwarden.ports.Queue`: publishing, consuming and dead letters."""
+"""An in-memory :class:`~cronwarden.model.ports.Queue`: publishing, consuming and dead letters."""
 
 from __future__ import annotations
 
@@ -10,13 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from cronwarden.ports import (
-    REDRIVE_ATTRIBUTE,
-    DeadLetter,
-    Delivery,
-    Queue,
-    QueueCapabilities,
-)
+from cronwarden.model.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue, QueueCapabilities
 
 MAX_DELIVERIES_REASON = "MaxDeliveryCountExceeded"
 
@@ -44,7 +38,7 @@ class MemoryQueue(Queue):
     * After ``max_deliveries`` deliveries without settlement the queue dead-letters the
       message itself (reason ``MaxDeliveryCountExceeded``).
     * A repeated ``dedup_id`` within ``dedup_window`` seconds enqueues nothing.
-    * ``redrive`` moves dead letters back with :data:`~cronwarden.ports.REDRIVE_ATTRIBUTE`
+    * ``redrive`` moves dead letters back with :data:`~cronwarden.model.ports.REDRIVE_ATTRIBUTE`
       incremented and the delivery count reset.
 
     ``clock`` (optional, e.g. a :class:`~cronwarden.testing.FakeClock`) decides visibility and

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from cronwarden.engine import Engine, EngineSettings, Outcome
-from cronwarden.jobs import Job, JobSet
-from cronwarden.model import RunRequest
-from cronwarden.ports import Store
+from cronwarden.jobs.definitions import Job, JobSet
+from cronwarden.model.ports import Store
+from cronwarden.model.runs import RunRequest
+from cronwarden.run.engine import Engine, EngineSettings, Outcome
 
 from .clock import FakeClock, _as_utc
 from .store import MemoryStore
@@ -31,7 +31,8 @@ def run_once(
 
     ``job`` is what ``@cronwarden.job(...)`` returned. ``window`` is one of its windows, as an
     aware datetime or ISO text (``"2026-01-20T02:00Z"``); a time that is not a window raises
-    :class:`~cronwarden.errors.MalformedRunRequest`. The run goes through the real claim, lease,
+    :class:`~cronwarden.model.errors.MalformedRunRequest`. The run goes through the real claim,
+    lease,
     ledger and completion on ``store`` (a fresh :class:`MemoryStore` by default; pass one to
     run again on the same state, e.g. to see a ``duplicate`` or a takeover). ``clock`` defaults
     to a :class:`FakeClock` standing at the window, so the run happens "on time".

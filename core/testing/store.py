@@ -1,4 +1,4 @@
-"""An in-memory :class:`~cronwarden.ports.Store`: the whole contract, no files, no server."""
+"""An in-memory :class:`~cronwarden.model.ports.Store`: the whole contract, no files, no server."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import threading
 from typing import Any
 
-from cronwarden.errors import CommitConflict
-from cronwarden.ports import (
+from cronwarden.model.errors import CommitConflict
+from cronwarden.model.ports import (
     Create,
     Delete,
     Key,
@@ -31,7 +31,7 @@ def _json_copy(data: Any) -> Any:
 
 def merged(existing: dict[str, Any] | None, op: Merge) -> dict[str, Any]:
     """The data ``op`` leaves on a record whose data was ``existing`` (``None``: absent): the
-    port's shared rule, :func:`cronwarden.ports.apply_merge`."""
+    port's shared rule, :func:`cronwarden.model.ports.apply_merge`."""
     return apply_merge(existing, op)
 
 

@@ -13,8 +13,8 @@ from datetime import timedelta
 from types import FrameType
 
 from cronwarden.adapters.aws.functions import make_handlers, runtime_of
-from cronwarden.engine import EngineSettings
 from cronwarden.hosting import jobset_of
+from cronwarden.run.engine import EngineSettings
 
 from .event_source import EventSourceHost
 

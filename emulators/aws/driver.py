@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from cronwarden.schedule import Schedule
+from cronwarden.model.schedule import Schedule
 
 from .event_source import LambdaContext
 

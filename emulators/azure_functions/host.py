@@ -5,7 +5,8 @@ two trigger types against the real SDKs and emulators, reading only what the hos
 app's indexed functions (``app.get_functions()``: bindings, schedules, queue names):
 
 * **timers**: each timer function fires on its NCRONTAB schedule (UTC) through
-  ``cronwarden.runtime.Scheduler`` and is called with a real ``azure.functions.timer.TimerRequest``
+  ``cronwarden.hosting.runtime.Scheduler`` and is called with a real
+  ``azure.functions.timer.TimerRequest``
   (``past_due`` when the tick is called later than ``past_due_after``);
 * **Service Bus trigger**: messages are received in peek-lock through ``azure-servicebus`` on the
   binding's queue and connection (app setting ``<connection>`` = connection string, or
@@ -40,12 +41,12 @@ from typing import Any
 
 from cronwarden.adapters.azure._timer import TimerSchedule
 from cronwarden.adapters.azure.servicebus import ServiceBusQueue
-from cronwarden.jobs import Job, JobSet
-from cronwarden.logs import get_logger
-from cronwarden.ports import Delivery
-from cronwarden.redaction import redact
-from cronwarden.runtime import Scheduler
-from cronwarden.schedule import utc
+from cronwarden.hosting.runtime import Scheduler
+from cronwarden.jobs.definitions import Job, JobSet
+from cronwarden.model.logs import get_logger
+from cronwarden.model.ports import Delivery
+from cronwarden.model.redaction import redact
+from cronwarden.model.schedule import utc
 
 log = get_logger("azure.host")
 Clock = Callable[[], datetime]
@@ -261,7 +262,8 @@ class LocalHost:
         function(TimerRequest(past_due=past_due, schedule_status=status))
 
     def scheduler(self, stop: threading.Event, *, max_sleep: float = 1.0) -> Scheduler:
-        """A :class:`~cronwarden.runtime.Scheduler` firing every timer on its UTC schedule."""
+        """A :class:`~cronwarden.hosting.runtime.Scheduler` firing every timer on its UTC
+        schedule."""
         pseudo = JobSet(
             Job(name, schedule.schedule, lambda ctx: None, timedelta(seconds=1))
             for name, (_, schedule) in self.timers.items()
@@ -309,15 +311,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lease-margin", type=float, help="engine lease margin in seconds")
     args = parser.parse_args(argv)
     from cronwarden.adapters.azure.functions import build_app
-    from cronwarden.config import load_module
-    from cronwarden.engine import EngineSettings
-    from cronwarden.logs import configure
+    from cronwarden.jobs.config import load_module
+    from cronwarden.model.logs import configure
+    from cronwarden.run.engine import EngineSettings
 
     configure(stream=sys.stderr, root=True)  # the functions SDK's warnings too: JSON only
     settings = None
     if args.lease_margin is not None:
         settings = EngineSettings(lease_margin=timedelta(seconds=args.lease_margin))
-    from cronwarden.errors import CronwardenError
+    from cronwarden.model.errors import CronwardenError
 
     try:
         app = build_app(load_module(args.jobs), settings=settings)

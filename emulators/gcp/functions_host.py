@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from cronwarden.adapters.gcp import FirestoreStore, PubSubQueue
 from cronwarden.adapters.gcp.functions import FunctionsRuntime, runtime_of
-from cronwarden.jobs import JobSet
+from cronwarden.jobs.definitions import JobSet
 
 from .emulator import FirestoreEmulator, PubSubEmulator
 from .scheduler import CloudSchedulerDriver

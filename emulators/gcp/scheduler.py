@@ -4,7 +4,8 @@ Cloud Scheduler (as rendered by ``cronwarden deploy``) publishes ``{"job": "<nam
 attributes ``job`` and ``reason=schedule`` to the schedule topic at every fire time; a push
 subscription hands it to the trigger function, which floors the message's publish time to the
 job's schedule. :class:`CloudSchedulerDriver` publishes the same message, timed by the core
-:class:`~cronwarden.runtime.Scheduler` (no second scheduler loop), so the emulator setup runs
+:class:`~cronwarden.hosting.runtime.Scheduler` (no second scheduler loop), so the emulator setup
+runs
 the very path production runs. :meth:`CloudSchedulerDriver.fire` publishes one tick now (a
 manual run, or a double fire).
 """
@@ -17,9 +18,9 @@ from datetime import datetime
 from types import TracebackType
 from typing import Self
 
-from cronwarden.jobs import JobSet
-from cronwarden.ports import Queue
-from cronwarden.runtime import Clock, Scheduler
+from cronwarden.hosting.runtime import Clock, Scheduler
+from cronwarden.jobs.definitions import JobSet
+from cronwarden.model.ports import Queue
 
 
 def tick_message(job_name: str) -> tuple[bytes, dict[str, str]]:

@@ -28,8 +28,8 @@ from urllib.parse import unquote
 import pytest
 
 from cronwarden import RunRequest
-from cronwarden.engine import Engine
-from cronwarden.ports import Queue, Store
+from cronwarden.model.ports import Queue, Store
+from cronwarden.run.engine import Engine
 from tests.support.procs import poll
 
 JOBS = Path(__file__).with_name("cross_cloud_jobs.py")
@@ -193,7 +193,7 @@ def test_an_unreadable_secret_fails_the_watcher_loudly_naming_the_reference(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto_server: Any
 ) -> None:
     from cronwarden.adapters.aws.secrets import SECRET_ENVIRONMENT_ENV
-    from cronwarden.errors import ConfigurationError
+    from cronwarden.model.errors import ConfigurationError
 
     handler = _rendered_handler(tmp_path, "azure", monkeypatch)
     missing = "arn:aws:secretsmanager:us-east-1:123456789012:secret:cw/absent-AbCdEf"
@@ -249,7 +249,7 @@ def test_the_gcp_reader_on_lambda_federates_from_the_role_in_its_environment() -
 
 def test_federation_from_aws_needs_no_audience_but_the_provider_and_account() -> None:
     from cronwarden.adapters.gcp.settings import GcpSettings
-    from cronwarden.errors import ConfigurationError
+    from cronwarden.model.errors import ConfigurationError
 
     base = {"CRONWARDEN_GCP_WIF_SOURCE": "aws"}
     with pytest.raises(ConfigurationError, match="CRONWARDEN_GCP_SERVICE_ACCOUNT"):

@@ -95,10 +95,10 @@ def test_the_ecs_worker_module_is_valid_for_the_aws_provider(tmp_path: Path) -> 
 
 
 def test_aws_is_a_registered_renderer_and_plans_like_the_others() -> None:
-    from cronwarden.config import load_module
     from cronwarden.deploy import renderers
     from cronwarden.deploy.spec import plan
     from cronwarden.jobs import JobSet
+    from cronwarden.jobs.config import load_module
 
     assert "aws" in renderers.names()
     jobs = JobSet.from_module(load_module(str(EXAMPLE)))

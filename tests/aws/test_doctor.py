@@ -9,8 +9,8 @@ from typing import Any
 import cronwarden
 from cronwarden import JobSet, RunContext
 from cronwarden.adapters.aws import AwsProvider
-from cronwarden.doctor import Check, Doctor, failed
 from cronwarden.emulators.aws import MotoServer
+from cronwarden.ops.doctor import Check, Doctor, failed
 from tests.aws.conftest import create_schedules
 
 

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from cronwarden.cli import cli
 from cronwarden.emulators.aws import MotoServer
 from cronwarden.model import format_window
-from cronwarden.ports import LOCK, RUN, STATUS, Key
+from cronwarden.model.ports import LOCK, RUN, STATUS, Key
 from tests.aws import e2e_jobs
 from tests.aws.conftest import Stack
 
@@ -79,7 +79,7 @@ def test_round_trips_per_run_on_dynamodb(stack: Stack, age: int, expected: int) 
     """The current window: claim + complete (2). A past window (catch-up, backfill, a late
     retry): + the status read that raising ``last_success_window_ts`` to a maximum needs."""
     from cronwarden.adapters.aws.functions import make_handlers
-    from cronwarden.engine import EngineSettings
+    from cronwarden.run.engine import EngineSettings
 
     window = _hour() - timedelta(hours=age)
     now = _hour() + timedelta(minutes=5)  # a fixed clock: well before the next window
@@ -187,7 +187,7 @@ def test_the_watcher_reads_its_webhook_url_by_reference(
     from cronwarden.adapters.aws import AwsProvider
     from cronwarden.adapters.aws.functions import make_handlers, runtime_of
     from cronwarden.adapters.aws.secrets import PARAMETER_ENV, SECRET_ENV
-    from cronwarden.notify import WebhookNotifier
+    from cronwarden.watch.notify import WebhookNotifier
 
     url = "https://hooks.example.com/services/T000/B000/very-secret-token"
     name = f"cw-webhook-{kind}-{uuid.uuid4().hex[:6]}"
@@ -217,8 +217,8 @@ def test_worker_answers_a_mixed_batch_with_exactly_the_failed_records(stack: Sta
     attempts left (listed: it comes back after its backoff), a malformed body (dead-lettered
     with the reason by the worker itself, so not listed)."""
     from cronwarden.emulators.aws.event_source import sqs_record
+    from cronwarden.hosting.trigger import request_attributes
     from cronwarden.model import RunRequest
-    from cronwarden.trigger import request_attributes
 
     queue = stack.provider.queue()
     window = _hour()

@@ -21,7 +21,7 @@ from cronwarden.adapters.aws.functions import runtime_of
 from cronwarden.emulators.aws import MotoServer
 from cronwarden.emulators.aws.driver import ScheduleDriver
 from cronwarden.emulators.aws.event_source import EventSourceHost
-from cronwarden.ports import RUN, STATUS, Key
+from cronwarden.model.ports import RUN, STATUS, Key
 from tests.aws.conftest import TRIGGER_ARN, create_schedules
 from tests.support.procs import ROOT
 

@@ -18,8 +18,8 @@ import pytest
 from cronwarden import JobSet, RunRequest, Trigger
 from cronwarden.adapters.aws import AwsProvider
 from cronwarden.emulators.aws import MotoServer
-from cronwarden.ledger import item_records
-from cronwarden.ports import RUN, Key
+from cronwarden.model.ports import RUN, Key
+from cronwarden.run.ledger import item_records
 from tests.support.procs import ROOT, Proc, effects, poll, reaping
 
 from . import kill_jobs

@@ -11,8 +11,8 @@ import pytest
 
 from cronwarden.adapters.aws import DynamoStore
 from cronwarden.emulators.aws import MotoServer
-from cronwarden.errors import CommitConflict
-from cronwarden.ports import ITEM, STATUS, Create, Key, Merge
+from cronwarden.model.errors import CommitConflict
+from cronwarden.model.ports import ITEM, STATUS, Create, Key, Merge
 
 pytestmark = [pytest.mark.aws]
 
@@ -62,7 +62,7 @@ def test_refused_transactions_never_revert_concurrent_commits(moto_server: MotoS
 def test_the_first_of_several_failing_ops_is_reported(moto_server: MotoServer) -> None:
     """The engine reads a refused fenced commit as a lost lease only when the run record (op 0)
     or the lock (op 1) failed: with later ops failing too, index 0 must be reported."""
-    from cronwarden.ports import LOCK, RUN, Update
+    from cronwarden.model.ports import LOCK, RUN, Update
 
     store = DynamoStore.from_settings(moto_server.settings())
     try:

@@ -29,9 +29,9 @@ from cronwarden.adapters.aws.schedules import (
     tick_input,
 )
 from cronwarden.adapters.aws.store import _Cancelled, decode, encode
-from cronwarden.errors import CommitOutcomeUnknown, ConfigurationError, StoreUnavailable
 from cronwarden.jobs import Job, JobSet
-from cronwarden.schedule import Schedule
+from cronwarden.model.errors import CommitOutcomeUnknown, ConfigurationError, StoreUnavailable
+from cronwarden.model.schedule import Schedule
 
 
 def _job(cron: str, tz: str = "UTC", name: str = "j") -> Job:
@@ -80,7 +80,7 @@ def test_settings_fall_back_to_the_sdk_region_and_refuse_bad_values() -> None:
 
 def test_provider_is_chosen_by_configuration() -> None:
     from cronwarden.adapters.aws import AwsProvider
-    from cronwarden.config import provider_from_env
+    from cronwarden.jobs.config import provider_from_env
 
     provider = provider_from_env("aws")
     assert isinstance(provider, AwsProvider) and provider.name == "aws"
@@ -105,7 +105,7 @@ def test_aws_cron_is_the_utc_expansion(cron: str, tz: str, expected: str) -> Non
 
 
 def test_aws_cron_refuses_both_day_fields() -> None:
-    from cronwarden.errors import InvalidJobDefinition
+    from cronwarden.model.errors import InvalidJobDefinition
 
     with pytest.raises(InvalidJobDefinition, match="day"):
         aws_cron(_job("0 2 1 * MON"))

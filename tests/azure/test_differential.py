@@ -14,8 +14,20 @@ from hypothesis import strategies as st
 from cronwarden.adapters.azure import TableStore
 from cronwarden.adapters.local import SQLiteStore
 from cronwarden.emulators.azurite import Azurite
-from cronwarden.errors import CommitConflict
-from cronwarden.ports import ITEM, LOCK, RUN, STATUS, Create, Delete, Key, Merge, Op, Store, Update
+from cronwarden.model.errors import CommitConflict
+from cronwarden.model.ports import (
+    ITEM,
+    LOCK,
+    RUN,
+    STATUS,
+    Create,
+    Delete,
+    Key,
+    Merge,
+    Op,
+    Store,
+    Update,
+)
 
 pytestmark = pytest.mark.azure
 

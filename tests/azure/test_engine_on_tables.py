@@ -11,8 +11,8 @@ import cronwarden
 from cronwarden import Engine, EngineSettings, JobSet, OutcomeKind, RunContext, RunRequest
 from cronwarden.adapters.azure import TableStore
 from cronwarden.emulators.azurite import Azurite
-from cronwarden.ledger import item_records
-from cronwarden.ports import RUN, STATUS, Key
+from cronwarden.model.ports import RUN, STATUS, Key
+from cronwarden.run.ledger import item_records
 
 pytestmark = pytest.mark.azure
 

@@ -19,7 +19,7 @@ import pytest
 from cronwarden.adapters.azure.functions import runtime_of
 from cronwarden.adapters.azure.host import LocalHost
 from cronwarden.emulators.azurite import Azurite
-from cronwarden.ports import RUN, STATUS, Key
+from cronwarden.model.ports import RUN, STATUS, Key
 from tests.support.procs import ROOT, poll
 
 pytestmark = [pytest.mark.azure, pytest.mark.slow]

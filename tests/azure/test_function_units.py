@@ -13,7 +13,7 @@ import cronwarden
 from cronwarden.adapters.azure._timer import TimerSchedule, due_window, timer_schedule_for
 from cronwarden.adapters.azure.functions import HostSettledQueue, delivery_of
 from cronwarden.adapters.azure.servicebus import ATTEMPT_BASE, attempt_of
-from cronwarden.errors import InvalidJobDefinition
+from cronwarden.model.errors import InvalidJobDefinition
 
 
 def _job(cron: str, tz: str) -> cronwarden.Job:
@@ -138,7 +138,7 @@ class FakeServiceBus:
 
 
 def test_host_settled_queue_maps_settlement_to_the_hosts_actions() -> None:
-    from cronwarden.ports import Delivery
+    from cronwarden.model.ports import Delivery
 
     actions, bus = FakeActions(), FakeServiceBus()
     queue = HostSettledQueue(bus, actions)  # type: ignore[arg-type]

@@ -19,10 +19,10 @@ import pytest
 from cronwarden import JobSet
 from cronwarden.adapters.azure.functions import build_app, schedule_setting
 from cronwarden.emulators.azurite import Azurite
-from cronwarden.errors import ConfigurationError, InvalidJobDefinition
+from cronwarden.hosting.trigger import request_attributes
 from cronwarden.model import RunRequest, format_window
-from cronwarden.ports import RUN, STATUS, Key
-from cronwarden.trigger import request_attributes
+from cronwarden.model.errors import ConfigurationError, InvalidJobDefinition
+from cronwarden.model.ports import RUN, STATUS, Key
 
 from . import e2e_jobs
 from .apphost import deployed

@@ -10,8 +10,8 @@ import pytest
 from cronwarden.adapters.azure import AzureProvider, TableStore
 from cronwarden.adapters.azure._redact import redact
 from cronwarden.emulators.azurite import ACCOUNT_KEY, Azurite
-from cronwarden.errors import ConfigurationError
-from cronwarden.ports import STATUS, Key, Merge
+from cronwarden.model.errors import ConfigurationError
+from cronwarden.model.ports import STATUS, Key, Merge
 
 pytestmark = pytest.mark.azure
 
@@ -28,7 +28,7 @@ def test_importing_cronwarden_and_the_adapter_imports_no_azure_sdk() -> None:
 def test_provider_from_env_builds_a_working_store(
     azurite: Azurite, azurite_table: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cronwarden.config import provider_from_env
+    from cronwarden.jobs.config import provider_from_env
 
     monkeypatch.setenv("CRONWARDEN_AZURE_STORAGE_CONNECTION_STRING", azurite.connection_string)
     monkeypatch.setenv("CRONWARDEN_AZURE_TABLE", azurite_table)

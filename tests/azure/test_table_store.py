@@ -9,8 +9,8 @@ import pytest
 
 from cronwarden.adapters.azure import TableLimitError, TableStore
 from cronwarden.emulators.azurite import ACCOUNT_KEY, Azurite
-from cronwarden.errors import CommitConflict, StoreUnavailable
-from cronwarden.ports import ITEM, RUN, STATUS, Create, Delete, Key, Merge, Update
+from cronwarden.model.errors import CommitConflict, StoreUnavailable
+from cronwarden.model.ports import ITEM, RUN, STATUS, Create, Delete, Key, Merge, Update
 
 pytestmark = pytest.mark.azure
 
@@ -214,7 +214,7 @@ def test_unreachable_store_raises_store_unavailable_without_secrets(azurite: Azu
 
 
 def test_a_missing_table_is_a_configuration_error_not_a_conflict(azurite: Azurite) -> None:
-    from cronwarden.errors import ConfigurationError
+    from cronwarden.model.errors import ConfigurationError
 
     name = azurite.new_table()
     store = TableStore.from_connection_string(azurite.connection_string, name, create_table=False)

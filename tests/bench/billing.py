@@ -34,8 +34,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cronwarden import Engine, EngineSettings, JobSet, RunRequest, job
-from cronwarden.engine import OutcomeKind
-from cronwarden.ports import Create, Delete, Key, Merge, Op, Record, RoundTrip, Store, Update
+from cronwarden.model.ports import Create, Delete, Key, Merge, Op, Record, RoundTrip, Store, Update
+from cronwarden.run.engine import OutcomeKind
 
 from .emulators import Emulators
 

@@ -1,5 +1,6 @@
-"""Broker operations of one happy-path run, counted: a real :class:`~cronwarden.trigger.Trigger`
-tick and a real pull :class:`~cronwarden.trigger.Worker` poll over the in-memory queue, with
+"""Broker operations of one happy-path run, counted: a real
+:class:`~cronwarden.hosting.trigger.Trigger`
+tick and a real pull :class:`~cronwarden.hosting.trigger.Worker` poll over the in-memory queue, with
 every queue-port call wrapped and counted (each is one billable broker request)."""
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cronwarden import Engine, JobSet, job
+from cronwarden.hosting.trigger import Trigger, Worker
 from cronwarden.testing import MemoryStore
 from cronwarden.testing.queue import MemoryQueue
-from cronwarden.trigger import Trigger, Worker
 
 PORT_CALLS = ("publish", "receive", "ack", "retry", "extend", "dead_letter")
 

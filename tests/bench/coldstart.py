@@ -101,7 +101,7 @@ def measure(targets: list[str], repeats: int = REPEATS) -> dict[str, Any]:
         "cloud_modules": _cloud(runs[0]["modules"]),
         "modules_loaded": len(runs[0]["modules"]),
     }
-    core = ["cronwarden", "cronwarden.jobs", "cronwarden.engine", "cronwarden.trigger"]
+    core = ["cronwarden", "cronwarden.jobs", "cronwarden.run.engine", "cronwarden.hosting.trigger"]
     runs = [_probe([], core, folder) for _ in range(repeats)]
     results["worker core"] = {
         "what": "import cronwarden + jobs, engine, trigger (what any worker loads)",

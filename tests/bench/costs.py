@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cronwarden import Engine, EngineSettings, JobSet, RunRequest, job
-from cronwarden.engine import OutcomeKind
+from cronwarden.run.engine import OutcomeKind
 
 from .emulators import Emulators
 from .jobs import windows

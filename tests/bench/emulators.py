@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from cronwarden.ports import Store
+from cronwarden.model.ports import Store
 
 STORES = ("sqlite", "firestore", "table", "dynamodb", "postgres")
 

@@ -25,8 +25,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cronwarden import Job, JobSet, Watcher, job
-from cronwarden.ports import STATUS, Key, Merge, Store
-from cronwarden.records import iso
+from cronwarden.model.ports import STATUS, Key, Merge, Store
+from cronwarden.model.records import iso
 
 from .emulators import Emulators
 from .probe import Probe

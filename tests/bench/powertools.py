@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cronwarden import Engine, JobSet, RunRequest, job
-from cronwarden.engine import OutcomeKind
+from cronwarden.run.engine import OutcomeKind
 
 from .emulators import Emulators, Unavailable
 from .stats import summary

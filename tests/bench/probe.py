@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cronwarden.ports import ITEM, LOCK, RUN, Create, Delete, Op, Store, Update
+from cronwarden.model.ports import ITEM, LOCK, RUN, Create, Delete, Op, Store, Update
 
 
 def classify(ops: Sequence[Op]) -> str:

@@ -18,8 +18,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cronwarden import Job, JobSet, Watcher, job
-from cronwarden.ports import RUN, STATUS, Create, Key, Merge, Op, RoundTrip, Store
-from cronwarden.records import iso
+from cronwarden.model.ports import RUN, STATUS, Create, Key, Merge, Op, RoundTrip, Store
+from cronwarden.model.records import iso
 
 from .emulators import Emulators
 from .stats import summary

@@ -23,8 +23,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from cronwarden.errors import CommitConflict
-from cronwarden.ports import (
+from cronwarden.model.errors import CommitConflict
+from cronwarden.model.ports import (
     ITEM,
     RUN,
     Create,
@@ -37,7 +37,7 @@ from cronwarden.ports import (
     Update,
     Version,
 )
-from cronwarden.records import CARRIED, CODE_STATES, parse_iso, sibling_page_key
+from cronwarden.model.records import CARRIED, CODE_STATES, parse_iso, sibling_page_key
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS effects (

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from cronwarden import JobSet, RunRequest, Watcher
-from cronwarden.liveness import Alert, Condition
 from cronwarden.model import format_window
-from cronwarden.ports import RUN, Key, Queue, Store
+from cronwarden.model.ports import RUN, Key, Queue, Store
+from cronwarden.watch.watcher import Alert, Condition
 
 from . import jobs
 from .checker import Expect, Verdict, check

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cronwarden.ports import Queue, Store
+from cronwarden.model.ports import Queue, Store
 
 PROVIDERS = ("local", "gcp", "azure", "aws", "postgres")
 

@@ -10,10 +10,10 @@ import pytest
 
 import cronwarden
 from cronwarden import RunContext, RunRequest
-from cronwarden.engine import OutcomeKind
-from cronwarden.errors import Cancelled
-from cronwarden.lease import Lease, LeaseKeeper
-from cronwarden.ports import LOCK, RUN, Key
+from cronwarden.model.errors import Cancelled
+from cronwarden.model.ports import LOCK, RUN, Key
+from cronwarden.run.engine import OutcomeKind
+from cronwarden.run.lease import Lease, LeaseKeeper
 from tests.support.harness import FakeClock, harness
 
 pytestmark = pytest.mark.chaos

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from cronwarden import RunRequest, Trigger
-from cronwarden.ports import STATUS, Key
+from cronwarden.model.ports import STATUS, Key
 
 from .checker import Expect, Verdict
 from .conftest import FULL
@@ -418,7 +418,7 @@ def _malformed_bodies(n: int) -> list[bytes]:
 
 
 def _valid(raw: bytes) -> bool:
-    from cronwarden.errors import MalformedRunRequest
+    from cronwarden.model.errors import MalformedRunRequest
 
     try:
         request = RunRequest.from_json(raw)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from cronwarden import Condition, RunRequest, Watcher
-from cronwarden.accounting import WindowStatus, window_states
+from cronwarden.run.accounting import WindowStatus, window_states
 
 from .runner import JOBS, Capture, Trial, poll
 from .stacks import Stack

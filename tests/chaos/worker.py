@@ -23,9 +23,9 @@ from types import FrameType
 from typing import Any
 
 from cronwarden import Engine, EngineSettings, JobSet, Worker
-from cronwarden.logs import configure
-from cronwarden.ports import RUN, Create, Op, Store
-from cronwarden.redaction import register_secret
+from cronwarden.model.logs import configure
+from cronwarden.model.ports import RUN, Create, Op, Store
+from cronwarden.model.redaction import register_secret
 from cronwarden.testing.faults import UNAVAILABLE, UNKNOWN, Fault, FaultyStore, marks
 
 from . import jobs

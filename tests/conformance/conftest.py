@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cronwarden.ports import Queue, Store
+from cronwarden.model.ports import Queue, Store
 from tests.backends import MARKS, QUEUES, STORES
 
 

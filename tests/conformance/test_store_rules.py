@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cronwarden.ports import (
+from cronwarden.model.ports import (
     ITEM,
     RUN,
     STATUS,
@@ -133,7 +133,7 @@ def test_observers_see_every_round_trip(store: Store) -> None:
 
 
 def test_failed_preconditions_are_still_one_observed_round_trip(store: Store) -> None:
-    from cronwarden.errors import CommitConflict
+    from cronwarden.model.errors import CommitConflict
 
     (version,) = store.commit([Create(Key(RUN, JOB, "a"), {})])
     store.commit([Update(Key(RUN, JOB, "a"), {"v": 2}, version)])

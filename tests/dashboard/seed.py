@@ -8,8 +8,8 @@ from typing import Any
 
 from cronwarden import JobSet, job
 from cronwarden.model import RunRequest, RunState, format_window
-from cronwarden.ports import Create, Key, Merge, Queue, Store
-from cronwarden.records import (
+from cronwarden.model.ports import Create, Key, Merge, Queue, Store
+from cronwarden.model.records import (
     ItemRecord,
     LockRecord,
     RunRecord,

@@ -14,8 +14,8 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from starlette.testclient import TestClient
 
-from cronwarden.pause import pause_of
-from cronwarden.records import RunRecord, run_key_of, status_key_of
+from cronwarden.jobs.pause import pause_of
+from cronwarden.model.records import RunRecord, run_key_of, status_key_of
 
 from .conftest import TOKEN
 

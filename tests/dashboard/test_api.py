@@ -225,9 +225,9 @@ def test_overview_baseline_follows_each_new_success(app: Any, provider: Any) -> 
     success (new slot, new ``last_success_at``) must show at once."""
     from datetime import timedelta
 
-    from cronwarden.baseline import baseline_fields
-    from cronwarden.ports import Merge
-    from cronwarden.records import iso, status_key_of
+    from cronwarden.model.ports import Merge
+    from cronwarden.model.records import iso, status_key_of
+    from cronwarden.run.baseline import baseline_fields
 
     job = seed.jobs().get("healthy")
     assert job is not None

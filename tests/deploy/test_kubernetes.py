@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from cronwarden.cli import main
-from cronwarden.config import load_jobs
 from cronwarden.deploy.kubernetes import render_kubernetes, to_yaml
+from cronwarden.jobs.config import load_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = str(ROOT / "examples" / "nightly_export.py")

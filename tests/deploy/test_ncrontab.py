@@ -18,7 +18,7 @@ from cronwarden.deploy.ncrontab import (
     utc_ncrontab,
     zone_offsets,
 )
-from cronwarden.errors import InvalidJobDefinition
+from cronwarden.model.errors import InvalidJobDefinition
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -20,7 +20,7 @@ import cronwarden
 from cronwarden.deploy import files
 from cronwarden.deploy.package import AZURE_SETTLEMENT
 from cronwarden.deploy.render import MARKER, Rendered, render
-from cronwarden.errors import ConfigurationError, InvalidJobDefinition
+from cronwarden.model.errors import ConfigurationError, InvalidJobDefinition
 
 from .conftest import CASES, EXAMPLES
 

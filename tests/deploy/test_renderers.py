@@ -10,8 +10,8 @@ import pytest
 from cronwarden.deploy import hcl, renderers
 from cronwarden.deploy.render import render
 from cronwarden.deploy.spec import plan
-from cronwarden.errors import ConfigurationError, InvalidJobDefinition
 from cronwarden.jobs import JobSet
+from cronwarden.model.errors import ConfigurationError, InvalidJobDefinition
 
 from .conftest import EXAMPLES
 

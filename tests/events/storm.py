@@ -19,7 +19,7 @@ from typing import Any
 import cronwarden
 from cronwarden import Engine, EngineSettings, JobSet, RunContext, Worker
 from cronwarden.adapters.local import SQLiteQueue, SQLiteStore
-from cronwarden.ports import Publisher
+from cronwarden.model.ports import Publisher
 
 EVENT = {"invoice_id": "inv-storm", "amount": 42}
 RUN_KEY = "invoice-render:e:inv-storm"

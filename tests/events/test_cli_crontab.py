@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import cronwarden
-from cronwarden.config import load_jobs
+from cronwarden.jobs.config import load_jobs
 from cronwarden.testing import run_once
 
 REAL_WORLD = r"""# m h  dom mon dow   command

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import cronwarden
-from cronwarden.command import CommandFailed, CommandTimedOut, run_command
-from cronwarden.errors import ConfigurationError
+from cronwarden.jobs.command import CommandFailed, CommandTimedOut, run_command
+from cronwarden.model.errors import ConfigurationError
 from cronwarden.testing import capture_events, run_once
 
 

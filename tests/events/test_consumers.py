@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from cronwarden.consumers import (
+from cronwarden.jobs import check_dependencies
+from cronwarden.jobs.consumers import (
     EventConsumer,
     MalformedEvent,
     consumer,
@@ -16,8 +17,7 @@ from cronwarden.consumers import (
     event_slot,
     publish,
 )
-from cronwarden.errors import InvalidJobDefinition, MalformedRunRequest
-from cronwarden.jobs import check_dependencies
+from cronwarden.model.errors import InvalidJobDefinition, MalformedRunRequest
 from cronwarden.testing import MemoryQueue
 
 SCHEMA = {

@@ -8,8 +8,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from cronwarden.crontab import is_system_crontab, parse_crontab, split_percent, translate_fields
-from cronwarden.schedule import Schedule
+from cronwarden.jobs.crontab import (
+    is_system_crontab,
+    parse_crontab,
+    split_percent,
+    translate_fields,
+)
+from cronwarden.model.schedule import Schedule
 
 _NAMES = {
     3: ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"],

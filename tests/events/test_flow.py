@@ -26,13 +26,13 @@ from cronwarden import (
     RunRequest,
     Worker,
 )
-from cronwarden.claiming import Claim
-from cronwarden.cli_views import status_row
-from cronwarden.dependencies import OutboxSweep, dependent_request, publish_completion
-from cronwarden.liveness import Condition, Watcher
+from cronwarden.cli.views import status_row
 from cronwarden.model import format_window
-from cronwarden.ports import OUTBOX, STATUS, Publisher, Queue, Store
-from cronwarden.records import RunRecord, run_key_of
+from cronwarden.model.ports import OUTBOX, STATUS, Publisher, Queue, Store
+from cronwarden.model.records import RunRecord, run_key_of
+from cronwarden.run.claiming import Claim
+from cronwarden.run.dependencies import OutboxSweep, dependent_request, publish_completion
+from cronwarden.watch.watcher import Condition, Watcher
 from tests.backends import MARKS, QUEUES, STORES
 
 STACKS = {  # provider: (store, queue) as its host builds them

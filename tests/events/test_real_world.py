@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cronwarden.config import load_jobs
-from cronwarden.crontab import parse_crontab
-from cronwarden.crontab_codegen import render_module
+from cronwarden.jobs.config import load_jobs
+from cronwarden.jobs.crontab import parse_crontab
+from cronwarden.jobs.crontab_codegen import render_module
 
 DATA = Path(__file__).parent / "data"
 

@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 from cronwarden.adapters.local import SQLiteQueue, SQLiteStore
-from cronwarden.records import run_key_of
+from cronwarden.model.records import run_key_of
 
 PROCESSES, COPIES = 8, 50
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ from cronwarden.emulators.gcp import (
     missing_reason,
     sdk_root,
 )
-from cronwarden.ports import LOCK, Create, Key
+from cronwarden.model.ports import LOCK, Create, Key
 
 pytestmark = pytest.mark.gcp
 

@@ -21,8 +21,8 @@ from cronwarden import (
     Worker,
 )
 from cronwarden.adapters.gcp import FirestoreStore, PubSubQueue
-from cronwarden.ledger import item_records
-from cronwarden.ports import ITEM, REASON_ATTRIBUTE, RUN, STATUS, Key
+from cronwarden.model.ports import ITEM, REASON_ATTRIBUTE, RUN, STATUS, Key
+from cronwarden.run.ledger import item_records
 
 from .test_firestore_store import count_rpcs, raw
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cronwarden.emulators.gcp import FirestoreEmulator, PubSubEmulator
-from cronwarden.ports import RUN, STATUS, Key
+from cronwarden.model.ports import RUN, STATUS, Key
 from tests.support.procs import ROOT, poll
 
 from .hosting import deployed

@@ -14,8 +14,8 @@ import pytest
 from cronwarden.adapters.gcp import FirestoreStore
 from cronwarden.adapters.gcp._codec import decode, doc_id, encode, prefix_end, split_doc_id
 from cronwarden.adapters.gcp.indexes import render
-from cronwarden.errors import CommitConflict
-from cronwarden.ports import ITEM, LOCK, RUN, STATUS, Create, Delete, Key, Merge, Update
+from cronwarden.model.errors import CommitConflict
+from cronwarden.model.ports import ITEM, LOCK, RUN, STATUS, Create, Delete, Key, Merge, Update
 
 pytestmark = pytest.mark.gcp
 

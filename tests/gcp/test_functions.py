@@ -15,9 +15,9 @@ import pytest
 
 from cronwarden import RunRequest
 from cronwarden.emulators.gcp import FirestoreEmulator, PubSubEmulator
+from cronwarden.hosting.trigger import request_attributes
 from cronwarden.model import format_window
-from cronwarden.ports import REASON_ATTRIBUTE, RUN, STATUS, Key
-from cronwarden.trigger import request_attributes
+from cronwarden.model.ports import REASON_ATTRIBUTE, RUN, STATUS, Key
 from tests.support.procs import poll
 
 from . import e2e_jobs

@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 
 from cronwarden.adapters.gcp import FirestoreStore, GcpProvider, PubSubQueue
-from cronwarden.config import provider_from_env
 from cronwarden.emulators.gcp import FirestoreEmulator, PubSubEmulator
-from cronwarden.errors import ConfigurationError
-from cronwarden.ports import ITEM, RUN, STATUS, Key, Merge
+from cronwarden.jobs.config import provider_from_env
+from cronwarden.model.errors import ConfigurationError
+from cronwarden.model.ports import ITEM, RUN, STATUS, Key, Merge
 
 pytestmark = pytest.mark.gcp
 

@@ -16,8 +16,8 @@ from cronwarden.adapters.gcp.queue import (
     NOT_BEFORE_ATTRIBUTE,
     ORIGINAL_ID_ATTRIBUTE,
 )
-from cronwarden.errors import ConfigurationError
-from cronwarden.ports import REASON_ATTRIBUTE, REDRIVE_ATTRIBUTE, Delivery
+from cronwarden.model.errors import ConfigurationError
+from cronwarden.model.ports import REASON_ATTRIBUTE, REDRIVE_ATTRIBUTE, Delivery
 
 pytestmark = pytest.mark.gcp
 MakeQueue = Callable[..., PubSubQueue]

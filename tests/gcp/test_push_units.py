@@ -25,7 +25,7 @@ from cronwarden.adapters.gcp.push import (
 )
 from cronwarden.adapters.gcp.ticks import parse_tick
 from cronwarden.adapters.local import LocalProvider
-from cronwarden.ports import Delivery
+from cronwarden.model.ports import Delivery
 
 
 def envelope(data: bytes, attributes: dict[str, str] | None = None, **extra: Any) -> bytes:

@@ -12,7 +12,7 @@ from google.protobuf.json_format import MessageToDict
 
 from cronwarden.adapters.gcp import FirestoreStore
 from cronwarden.adapters.gcp.store import _set_value
-from cronwarden.ports import ITEM, STATUS, Key, Merge
+from cronwarden.model.ports import ITEM, STATUS, Key, Merge
 
 CASES: list[Merge] = [
     Merge(

@@ -14,9 +14,9 @@ import pytest
 
 import cronwarden
 from cronwarden import OutcomeKind, RunContext, RunRequest, Uncertain
-from cronwarden.errors import FingerprintMismatch, LeaseLost, PermanentError
-from cronwarden.ledger import item_records
-from cronwarden.ports import LOCK, RUN, STATUS, Key, Merge
+from cronwarden.model.errors import FingerprintMismatch, LeaseLost, PermanentError
+from cronwarden.model.ports import LOCK, RUN, STATUS, Key, Merge
+from cronwarden.run.ledger import item_records
 from tests.support.harness import FakeClock, Harness, at, harness
 
 W = at("2026-01-20T02:00Z")
@@ -358,7 +358,7 @@ def test_shutdown_cancels_cooperatively(tmp_path: Path) -> None:
 
 
 def test_lease_lost_stops_the_handler_and_writes_nothing(tmp_path: Path) -> None:
-    from cronwarden.ports import Update
+    from cronwarden.model.ports import Update
 
     started, go_on = threading.Event(), threading.Event()
     made_box: dict[str, Harness] = {}
@@ -396,7 +396,7 @@ def test_lease_lost_stops_the_handler_and_writes_nothing(tmp_path: Path) -> None
 
 
 def test_logs_are_json_lines_with_run_id(h: Harness, caplog: pytest.LogCaptureFixture) -> None:
-    from cronwarden.logs import JsonFormatter
+    from cronwarden.model.logs import JsonFormatter
 
     with caplog.at_level(logging.INFO, logger="cronwarden"):
         outcome = h.engine.execute(RunRequest("ok", W))

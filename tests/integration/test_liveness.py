@@ -15,7 +15,7 @@ import pytest
 
 import cronwarden
 from cronwarden import Alert, Condition, RunContext, RunRequest, Watcher, WebhookNotifier
-from cronwarden.ports import STATUS, Key, Merge
+from cronwarden.model.ports import STATUS, Key, Merge
 from tests.support.harness import FakeClock, Harness, at, harness
 
 

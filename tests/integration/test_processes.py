@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from cronwarden.adapters.local import SQLiteStore
-from cronwarden.ledger import item_records
-from cronwarden.ports import RUN, STATUS, Key
-from cronwarden.records import parse_iso
+from cronwarden.model.ports import RUN, STATUS, Key
+from cronwarden.model.records import parse_iso
+from cronwarden.run.ledger import item_records
 from tests.support.procs import effects, poll, reaping, start_worker
 
 pytestmark = pytest.mark.slow

@@ -12,8 +12,8 @@ import pytest
 import cronwarden
 from cronwarden import EngineSettings, JobSet, LocalRunner
 from cronwarden.adapters.local import LocalProvider
-from cronwarden.ports import RUN
-from cronwarden.runtime import Scheduler
+from cronwarden.hosting.runtime import Scheduler
+from cronwarden.model.ports import RUN
 from tests.support.harness import FakeClock, at
 from tests.support.procs import poll
 
@@ -95,7 +95,7 @@ def test_cronwarden_run_gets_the_webhook_notifier_like_the_serverless_hosts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from cronwarden.adapters.gcp.functions import FunctionsRuntime
-    from cronwarden.notify import LogNotifier, WebhookNotifier
+    from cronwarden.watch.notify import LogNotifier, WebhookNotifier
 
     monkeypatch.setenv("CRONWARDEN_WEBHOOK_URL", "https://hooks.example.invalid/T000/secret")
     jobs = JobSet([_hourly()])

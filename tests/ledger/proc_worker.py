@@ -18,9 +18,9 @@ from datetime import timedelta
 import cronwarden
 from cronwarden import RunContext, RunRequest, Uncertain
 from cronwarden.adapters.local import SQLiteStore
-from cronwarden.engine import Engine, EngineSettings
 from cronwarden.jobs import JobSet
-from cronwarden.ports import RUN, Op
+from cronwarden.model.ports import RUN, Op
+from cronwarden.run.engine import Engine, EngineSettings
 from cronwarden.testing.faults import UNAVAILABLE, UNKNOWN, Fault, FaultyStore, marks
 from tests.support.harness import at
 

@@ -18,11 +18,11 @@ import pytest
 
 import cronwarden
 from cronwarden import OutcomeKind, RunContext, RunRequest, Uncertain
-from cronwarden.engine import Engine, EngineSettings
 from cronwarden.jobs import JobSet
-from cronwarden.ledger import read_items
-from cronwarden.ports import ITEM, LOCK, RUN, Delete, Key, Op, Store
-from cronwarden.records import StatusRecord, status_key_of
+from cronwarden.model.ports import ITEM, LOCK, RUN, Delete, Key, Op, Store
+from cronwarden.model.records import StatusRecord, status_key_of
+from cronwarden.run.engine import Engine, EngineSettings
+from cronwarden.run.ledger import read_items
 from cronwarden.testing.faults import UNAVAILABLE, UNKNOWN, Fault, FaultyStore, marks
 from tests.backends import MARKS, STORES
 from tests.support.harness import at
@@ -249,8 +249,8 @@ def test_a_takeover_between_batches_refuses_the_next_batch_write(store: Store) -
     """Another owner takes the run over after the first batch (it writes the run record with
     a higher fence): the next batch's write, which does not touch the lock, is refused all
     the same; its page never lands and none of its items is yielded."""
-    from cronwarden.ports import Update
-    from cronwarden.records import RunRecord, run_key_of
+    from cronwarden.model.ports import Update
+    from cronwarden.model.records import RunRecord, run_key_of
 
     yielded: list[str] = []
 

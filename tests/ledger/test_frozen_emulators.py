@@ -17,9 +17,9 @@ import pytest
 
 import cronwarden
 from cronwarden import OutcomeKind, RunContext, RunRequest
-from cronwarden.engine import Engine, EngineSettings
 from cronwarden.jobs import JobSet
-from cronwarden.ports import Op, Store, Version
+from cronwarden.model.ports import Op, Store, Version
+from cronwarden.run.engine import Engine, EngineSettings
 from cronwarden.testing.faults import FaultyStore, marks
 from tests.backends import _gcp_project
 from tests.support.harness import at

@@ -19,13 +19,13 @@ import pytest
 import cronwarden
 from cronwarden import OutcomeKind, RunContext, RunRequest, Uncertain
 from cronwarden.adapters.local import SQLiteStore
-from cronwarden.engine import Engine, EngineSettings
-from cronwarden.errors import StoreUnavailable
 from cronwarden.jobs import JobSet
-from cronwarden.ledger import read_items
-from cronwarden.ports import ITEM, RUN, Create, Key, Merge, Op, Store
-from cronwarden.quarantine import list_items, resolve
-from cronwarden.records import CARRIED, ItemRecord, RunRecord, run_key_of
+from cronwarden.model.errors import StoreUnavailable
+from cronwarden.model.ports import ITEM, RUN, Create, Key, Merge, Op, Store
+from cronwarden.model.records import CARRIED, ItemRecord, RunRecord, run_key_of
+from cronwarden.run.engine import Engine, EngineSettings
+from cronwarden.run.ledger import read_items
+from cronwarden.run.quarantine import list_items, resolve
 from tests.support.harness import at
 
 W = at("2026-01-20T02:00Z")
@@ -100,7 +100,7 @@ def test_a_batch_over_the_page_size_is_split(tmp_path: Path) -> None:
     pages = store.query(ITEM, "fan")
     assert len(pages) > 1
     # every page within the limit, as the store holds it
-    from cronwarden.ledger import WORST_ITEM_BYTES
+    from cronwarden.run.ledger import WORST_ITEM_BYTES
 
     limit = max(3000, 256 + WORST_ITEM_BYTES)
     import json
@@ -232,7 +232,7 @@ def test_done_marks_carried_by_the_next_page_are_read_on_resume(tmp_path: Path) 
 
 
 def test_states_that_would_overflow_the_new_page_go_as_updates_of_their_own() -> None:
-    from cronwarden.ledger import WORST_ITEM_BYTES, Ledger
+    from cronwarden.run.ledger import WORST_ITEM_BYTES, Ledger
 
     limit = 256 + WORST_ITEM_BYTES  # the smallest page size a ledger accepts
     ledger = Ledger(
@@ -267,7 +267,7 @@ def test_states_that_would_overflow_the_new_page_go_as_updates_of_their_own() ->
 
 
 def test_carried_states_merge_settled_over_pending() -> None:
-    from cronwarden.records import carried_states, merge_states
+    from cronwarden.model.records import carried_states, merge_states
 
     assert merge_states("ppdq", "dppq") == "dpdq"
     assert carried_states(

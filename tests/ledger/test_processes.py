@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from cronwarden.adapters.local import SQLiteStore
-from cronwarden.ledger import read_items
-from cronwarden.ports import ITEM
+from cronwarden.model.ports import ITEM
+from cronwarden.run.ledger import read_items
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

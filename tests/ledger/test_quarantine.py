@@ -14,12 +14,12 @@ import cronwarden
 from cronwarden import OutcomeKind, RunContext, RunRequest, Uncertain
 from cronwarden.adapters.local import LocalProvider
 from cronwarden.cli import cli
-from cronwarden.engine import Engine, EngineSettings
+from cronwarden.hosting.trigger import Worker
 from cronwarden.jobs import JobSet
-from cronwarden.liveness import Condition, Watcher
-from cronwarden.ports import ITEM, RUN, Key
-from cronwarden.records import StatusRecord, status_key_of
-from cronwarden.trigger import Worker
+from cronwarden.model.ports import ITEM, RUN, Key
+from cronwarden.model.records import StatusRecord, status_key_of
+from cronwarden.run.engine import Engine, EngineSettings
+from cronwarden.watch.watcher import Condition, Watcher
 from tests.support.harness import FakeClock, at
 
 W = at("2026-01-20T02:00Z")

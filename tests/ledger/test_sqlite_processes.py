@@ -21,12 +21,12 @@ import pytest
 import cronwarden
 from cronwarden import OutcomeKind, RunContext, RunRequest
 from cronwarden.adapters.local import SQLiteStore
-from cronwarden.engine import Engine, EngineSettings
-from cronwarden.errors import StoreUnavailable
+from cronwarden.hosting.trigger import Worker
 from cronwarden.jobs import JobSet
-from cronwarden.ports import Delivery, Key, Merge
-from cronwarden.settlement import Action
-from cronwarden.trigger import Worker
+from cronwarden.model.errors import StoreUnavailable
+from cronwarden.model.ports import Delivery, Key, Merge
+from cronwarden.model.settlement import Action
+from cronwarden.run.engine import Engine, EngineSettings
 from tests.support.harness import at
 
 W = at("2026-01-20T02:00Z")

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from cronwarden.logs import JsonFormatter, get_logger
+from cronwarden.model.logs import JsonFormatter, get_logger
 from tests.support.harness import FakeClock, at
 
 

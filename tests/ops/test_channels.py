@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from cronwarden import Alert, Condition
-from cronwarden.alerting.channels import (
+from cronwarden.watch.alerting.channels import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     Email,
@@ -23,7 +23,7 @@ from cronwarden.alerting.channels import (
     sign,
     verify,
 )
-from cronwarden.alerting.http import DeliveryError
+from cronwarden.watch.alerting.http import DeliveryError
 
 from .conftest import HttpSink, SmtpSink, free_port
 

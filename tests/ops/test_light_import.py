@@ -13,7 +13,7 @@ def test_watcher_and_settings_import_no_transport_or_telemetry() -> None:
     code = f"""
 import sys
 import cronwarden
-from cronwarden.alerting.settings import load_settings
+from cronwarden.watch.alerting.settings import load_settings
 settings = load_settings(env={{"CRONWARDEN_WEBHOOK_URL": "https://hooks.example.test/x"}})
 watcher = cronwarden.Watcher(cronwarden.JobSet(), store=None, notifiers=[settings.router()])
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in {{h.split(".")[0] for h in {HEAVY!r}}}

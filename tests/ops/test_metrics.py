@@ -20,8 +20,8 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 import cronwarden
 from cronwarden import RunContext, RunRequest, Watcher
-from cronwarden.metrics import RunTelemetry, WatcherMetrics
-from cronwarden.metrics_prometheus import serve_metrics
+from cronwarden.watch.metrics import RunTelemetry, WatcherMetrics
+from cronwarden.watch.metrics_prometheus import serve_metrics
 from tests.support.harness import FakeClock, Harness, at, harness
 
 

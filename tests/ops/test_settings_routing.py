@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from cronwarden import Alert, Condition, ConfigurationError
-from cronwarden.alerting.channels import Email, PagerDuty, SignedWebhook, SlackWebhook, Teams
-from cronwarden.alerting.settings import load_settings
-from cronwarden.alerting.watchdog import PingFormat
+from cronwarden.watch.alerting.channels import Email, PagerDuty, SignedWebhook, SlackWebhook, Teams
+from cronwarden.watch.alerting.settings import load_settings
+from cronwarden.watch.alerting.watchdog import PingFormat
 
 from .conftest import HttpSink, write
 

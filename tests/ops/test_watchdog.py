@@ -12,14 +12,14 @@ import pytest
 
 import cronwarden
 from cronwarden import RunContext, RunRequest, Watcher
-from cronwarden.alerting.watchdog import (
+from cronwarden.model.errors import StoreUnavailable
+from cronwarden.watch.alerting.watchdog import (
     DeadMansSwitch,
     JobPingHandler,
     JobPings,
     StoreHeartbeat,
     read_watcher_heartbeat,
 )
-from cronwarden.errors import StoreUnavailable
 from tests.support.harness import FakeClock, Harness, at, harness
 
 from .conftest import HttpSink
@@ -169,7 +169,7 @@ def test_job_pings_follow_runs_through_the_log_events(
         assert h.engine.execute(failing).kind.value == "failed"
         pings.flush()
     finally:
-        cronwarden.logs.get_logger().removeHandler(handler)
+        cronwarden.model.logs.get_logger().removeHandler(handler)
         pings.close()
     assert [r.path for r in http_sink.received] == [
         "/ping/key/hourly/start",

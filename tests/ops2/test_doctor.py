@@ -17,12 +17,12 @@ from click.testing import CliRunner
 import cronwarden
 from cronwarden import JobSet, RunContext, RunRequest, Watcher
 from cronwarden.adapters.local import LocalProvider
-from cronwarden.alerting.settings import load_settings
 from cronwarden.cli import cli
-from cronwarden.doctor import Doctor, failed
-from cronwarden.ports import RUN, STATUS, Key
-from cronwarden.probe import DOCTOR_RECORD
-from cronwarden.trigger import Worker
+from cronwarden.hosting.trigger import Worker
+from cronwarden.model.ports import RUN, STATUS, Key
+from cronwarden.ops.doctor import Doctor, failed
+from cronwarden.watch.alerting.settings import load_settings
+from cronwarden.watch.probe import DOCTOR_RECORD
 from tests.ops.conftest import HttpSink, SmtpSink
 
 JOBS = """
@@ -161,7 +161,7 @@ class ReadOnlyStore:
         self.inner = inner
 
     def commit(self, ops: object) -> object:
-        from cronwarden.errors import StoreUnavailable
+        from cronwarden.model.errors import StoreUnavailable
 
         raise StoreUnavailable("403 Forbidden: caller does not have permission to write")
 

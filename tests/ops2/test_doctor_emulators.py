@@ -14,7 +14,7 @@ import pytest
 
 import cronwarden
 from cronwarden import JobSet, RunContext
-from cronwarden.doctor import Check, Doctor, failed
+from cronwarden.ops.doctor import Check, Doctor, failed
 
 
 def _jobs(attempts: int) -> JobSet:
@@ -217,9 +217,9 @@ def test_azure_wrong_queue_and_a_read_only_store(
 
 # -- drill on the cloud stores ----------------------------------------------------------------
 def _drill_on(store: Any, http_sink: Any) -> None:
-    from cronwarden.alerting.settings import load_settings
-    from cronwarden.drill import Drill
-    from cronwarden.ports import RUN, STATUS, Key
+    from cronwarden.model.ports import RUN, STATUS, Key
+    from cronwarden.ops.drill import Drill
+    from cronwarden.watch.alerting.settings import load_settings
 
     def nightly(ctx: RunContext) -> None:
         return None

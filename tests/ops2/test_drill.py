@@ -14,10 +14,10 @@ from click.testing import CliRunner
 import cronwarden
 from cronwarden import JobSet, RunContext, RunRequest
 from cronwarden.adapters.local import LocalProvider
-from cronwarden.alerting.settings import load_settings
 from cronwarden.cli import cli
-from cronwarden.drill import Drill
-from cronwarden.ports import ITEM, LOCK, RUN, STATUS, Key
+from cronwarden.model.ports import ITEM, LOCK, RUN, STATUS, Key
+from cronwarden.ops.drill import Drill
+from cronwarden.watch.alerting.settings import load_settings
 from tests.ops.conftest import HttpSink
 
 

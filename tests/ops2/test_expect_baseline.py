@@ -15,9 +15,9 @@ import pytest
 
 import cronwarden
 from cronwarden import Expect, OutcomeKind, RunContext, RunRequest, Watcher
-from cronwarden.baseline import BASELINE_RUNS, baseline_fields, baseline_of, samples, slot_for
-from cronwarden.errors import InvalidJobDefinition
-from cronwarden.ports import RUN, STATUS, Key, Merge
+from cronwarden.model.errors import InvalidJobDefinition
+from cronwarden.model.ports import RUN, STATUS, Key, Merge
+from cronwarden.run.baseline import BASELINE_RUNS, baseline_fields, baseline_of, samples, slot_for
 from tests.support.harness import FakeClock, Harness, at, harness
 
 W = at("2026-01-20T09:00Z")

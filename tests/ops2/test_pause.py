@@ -15,8 +15,8 @@ import cronwarden
 from cronwarden import Alert, JobSet, RunContext, RunRequest, Watcher
 from cronwarden.adapters.local import LocalProvider
 from cronwarden.cli import cli
-from cronwarden.pause import active_pause, pause, resume, snooze
-from cronwarden.ports import STATUS, Key
+from cronwarden.jobs.pause import active_pause, pause, resume, snooze
+from cronwarden.model.ports import STATUS, Key
 from tests.support.harness import FakeClock
 
 HOUR = timedelta(hours=1)

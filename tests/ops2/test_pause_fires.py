@@ -15,11 +15,11 @@ import pytest
 
 import cronwarden
 from cronwarden import Engine, EngineSettings, JobSet, RunRequest
-from cronwarden.engine import OutcomeKind
+from cronwarden.jobs.pause import pause, resume
 from cronwarden.model import RunState, format_window, parse_window
-from cronwarden.pause import pause, resume
-from cronwarden.ports import Store
-from cronwarden.records import RunRecord, lock_key_of, run_key_of
+from cronwarden.model.ports import Store
+from cronwarden.model.records import RunRecord, lock_key_of, run_key_of
+from cronwarden.run.engine import OutcomeKind
 from cronwarden.testing import FakeClock
 from tests.backends import MARKS, STORES
 

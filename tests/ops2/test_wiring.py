@@ -1,4 +1,4 @@
-"""The composition root builds the watcher's notifiers and hooks from ``cronwarden.alerting``
+"""The composition root builds the watcher's notifiers and hooks from ``cronwarden.watch.alerting``
 settings (once per channel, legacy webhook included), and ``run --metrics-port`` serves
 Prometheus text."""
 
@@ -17,9 +17,13 @@ import pytest
 import cronwarden
 from cronwarden import JobSet, RunContext
 from cronwarden.adapters.local import LocalProvider
-from cronwarden.alerting.routing import Router
-from cronwarden.alerting.watchdog import DeadMansSwitch, StoreHeartbeat, read_watcher_heartbeat
 from cronwarden.hosting import Composition, HostSettings
+from cronwarden.watch.alerting.routing import Router
+from cronwarden.watch.alerting.watchdog import (
+    DeadMansSwitch,
+    StoreHeartbeat,
+    read_watcher_heartbeat,
+)
 from tests.ops.conftest import HttpSink, free_port
 from tests.support.harness import FakeClock
 

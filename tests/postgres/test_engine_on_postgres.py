@@ -12,7 +12,7 @@ import pytest
 import cronwarden
 from cronwarden import Engine, JobSet, OutcomeKind, RunContext, RunRequest, Trigger, Worker
 from cronwarden.adapters.postgres import PostgresQueue, PostgresStore
-from cronwarden.ports import RUN, STATUS, Key
+from cronwarden.model.ports import RUN, STATUS, Key
 from tests.support.harness import at
 
 pytestmark = pytest.mark.postgres

@@ -20,7 +20,7 @@ import pytest
 
 from cronwarden.adapters.postgres import PostgresQueue, PostgresSettings, PostgresStore
 from cronwarden.model import run_key
-from cronwarden.ports import RUN, STATUS, Key
+from cronwarden.model.ports import RUN, STATUS, Key
 from tests.support.procs import ROOT, effects
 
 from . import hosts_jobs

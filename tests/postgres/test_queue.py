@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from cronwarden.adapters.postgres import PostgresQueue
-from cronwarden.ports import Delivery
+from cronwarden.model.ports import Delivery
 
 from .conftest import sql
 

@@ -9,9 +9,9 @@ import pytest
 
 from cronwarden.adapters.postgres import PostgresProvider, PostgresSettings
 from cronwarden.adapters.postgres.settings import redact_dsn
-from cronwarden.config import provider_from_env
-from cronwarden.errors import ConfigurationError
-from cronwarden.redaction import redact
+from cronwarden.jobs.config import provider_from_env
+from cronwarden.model.errors import ConfigurationError
+from cronwarden.model.redaction import redact
 
 SECRET = "pw-Zq8-s3cret"
 
@@ -91,7 +91,7 @@ def test_provider_is_chosen_by_name_and_takes_the_dsn_option() -> None:
 def test_import_cronwarden_and_the_adapter_do_not_import_the_driver() -> None:
     code = (
         "import sys\n"
-        "import cronwarden, cronwarden.config\n"
+        "import cronwarden, cronwarden.jobs.config\n"
         "assert not [m for m in sys.modules if m.startswith('psycopg')], 'core'\n"
         "import cronwarden.adapters.postgres\n"
         "from cronwarden.adapters.postgres import PostgresSettings\n"

@@ -13,9 +13,9 @@ import pytest
 
 from cronwarden.adapters.postgres import PostgresSettings, PostgresStore
 from cronwarden.adapters.postgres.schema import LATEST, migrate
-from cronwarden.errors import CommitConflict, CommitOutcomeUnknown, StoreUnavailable
-from cronwarden.ports import ITEM, LOCK, RUN, STATUS, Create, Delete, Key, Merge, Update
-from cronwarden.records import iso
+from cronwarden.model.errors import CommitConflict, CommitOutcomeUnknown, StoreUnavailable
+from cronwarden.model.ports import ITEM, LOCK, RUN, STATUS, Create, Delete, Key, Merge, Update
+from cronwarden.model.records import iso
 
 from .conftest import sql
 

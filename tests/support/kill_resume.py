@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from cronwarden import JobSet, RunRequest, Trigger
-from cronwarden.ledger import item_records
-from cronwarden.ports import RUN, Key, Publisher, Store
+from cronwarden.model.ports import RUN, Key, Publisher, Store
+from cronwarden.run.ledger import item_records
 
 from .procs import ROOT, Proc, effects, poll, reaping
 

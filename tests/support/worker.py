@@ -13,8 +13,8 @@ from datetime import timedelta
 
 from cronwarden import Engine, EngineSettings, JobSet, RunRequest
 from cronwarden.adapters.local import SQLiteStore
-from cronwarden.logs import configure
 from cronwarden.model import parse_window
+from cronwarden.model.logs import configure
 
 from . import jobs
 

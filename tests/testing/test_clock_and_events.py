@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import cronwarden
-from cronwarden.engine import EngineSettings
+from cronwarden.run.engine import EngineSettings
 from cronwarden.testing import FakeClock, capture_events, run_once
 
 

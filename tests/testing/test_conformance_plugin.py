@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from cronwarden.ports import Store
+from cronwarden.model.ports import Store
 from cronwarden.testing import MemoryStore
 from cronwarden.testing.conformance import StoreContract, opened
 

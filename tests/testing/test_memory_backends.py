@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cronwarden.errors import CommitConflict
-from cronwarden.ports import RUN, STATUS, Create, Key, Merge, Queue, Store
+from cronwarden.model.errors import CommitConflict
+from cronwarden.model.ports import RUN, STATUS, Create, Key, Merge, Queue, Store
 from cronwarden.testing import FakeClock, MemoryQueue, MemoryStore
 
 RUN_KEY = Key(RUN, "job", "2026-01-20T02:00Z")

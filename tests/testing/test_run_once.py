@@ -7,9 +7,9 @@ import pytest
 
 import cronwarden
 from cronwarden import OutcomeKind, RunContext
-from cronwarden.errors import MalformedRunRequest
-from cronwarden.ledger import item_records
-from cronwarden.ports import RUN, STATUS, Key
+from cronwarden.model.errors import MalformedRunRequest
+from cronwarden.model.ports import RUN, STATUS, Key
+from cronwarden.run.ledger import item_records
 from cronwarden.testing import FakeClock, MemoryStore, run_once
 
 W = "2026-01-20T02:00Z"

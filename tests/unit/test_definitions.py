@@ -8,7 +8,7 @@ import pytest
 
 import cronwarden
 from cronwarden import CatchUp, InvalidJobDefinition, Liveness, Retry, Schedule
-from cronwarden.durations import parse_duration
+from cronwarden.model.durations import parse_duration
 
 
 def noop(ctx: object) -> None:

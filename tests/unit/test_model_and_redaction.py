@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from cronwarden import RunRequest, redact, register_secret, run_key
-from cronwarden.errors import MalformedRunRequest
-from cronwarden.logs import JsonFormatter, configure
-from cronwarden.redaction import snippet
+from cronwarden.model.errors import MalformedRunRequest
+from cronwarden.model.logs import JsonFormatter, configure
+from cronwarden.model.redaction import snippet
 
 W = datetime(2026, 1, 20, 2, 0, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""The watcher's per-check schedule answers (:class:`cronwarden.accounting.Moment`) are exactly
+"""The watcher's per-check schedule answers (:class:`cronwarden.run.accounting.Moment`) are exactly
 the schedule's own, for every job that shares a schedule; a job's grace is its own."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import cronwarden
 from cronwarden import Liveness
-from cronwarden.accounting import Moment
+from cronwarden.run.accounting import Moment
 
 CRONS = ["*/5 * * * *", "0 * * * *", "30 2 * * *", "0 9 * * 1-5", "15 1 1 * *"]
 ZONES = ["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe"]

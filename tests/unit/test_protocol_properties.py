@@ -28,10 +28,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 import cronwarden
 from cronwarden import Engine, EngineSettings, JobSet, RunRequest, RunState
 from cronwarden.adapters.local import SQLiteStore
-from cronwarden.claiming import Claim
-from cronwarden.engine import Outcome
-from cronwarden.errors import LeaseLost, StoreUnavailable
-from cronwarden.ports import RUN, STATUS, Key, Merge
+from cronwarden.model.errors import LeaseLost, StoreUnavailable
+from cronwarden.model.ports import RUN, STATUS, Key, Merge
+from cronwarden.run.claiming import Claim
+from cronwarden.run.engine import Outcome
 from cronwarden.testing.faults import UNAVAILABLE, UNKNOWN, Fault, FaultyStore
 from tests.support.harness import FakeClock, at
 

@@ -10,7 +10,7 @@ import pytest
 from cronwarden.adapters.azure.settings import AzureSettings, schedule_setting
 from cronwarden.adapters.gcp.settings import GcpSettings
 from cronwarden.adapters.local.settings import LocalSettings
-from cronwarden.errors import ConfigurationError
+from cronwarden.model.errors import ConfigurationError
 
 SECRET = "c2VjcmV0LWtleS1kby1ub3QtbG9n"
 

@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 from cronwarden.adapters.local.queue import SQLiteQueue
-from cronwarden.engine import Outcome, OutcomeKind
-from cronwarden.errors import ConfigurationError
 from cronwarden.hosting import HostSettings
-from cronwarden.ports import Delivery
-from cronwarden.settlement import (
+from cronwarden.model.errors import ConfigurationError
+from cronwarden.model.ports import Delivery
+from cronwarden.model.settlement import (
     MAX_POSTPONEMENTS,
     POSTPONED_ATTRIBUTE,
     Action,
@@ -21,6 +20,7 @@ from cronwarden.settlement import (
     settle_on,
     verdict_for,
 )
+from cronwarden.run.engine import Outcome, OutcomeKind
 
 EXPECTED = {
     OutcomeKind.SUCCEEDED: Action.ACK,

@@ -11,7 +11,7 @@ import pytest
 
 from cronwarden.adapters.local import SQLiteStore
 from cronwarden.adapters.local.store import _decode_all
-from cronwarden.ports import STATUS, Create, Key
+from cronwarden.model.ports import STATUS, Create, Key
 
 TRICKY = [
     {"a": "x,y]}{", "b": [1, [2, {"c": None}]], "d": '\u00e9\u2603\\"', "e": 1.5e300},

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from cronwarden.errors import CommitOutcomeUnknown, StoreUnavailable
+from cronwarden.model.errors import CommitOutcomeUnknown, StoreUnavailable
 
 
 def test_sqlite_busy_database_is_unavailable_not_unknown() -> None:
@@ -47,7 +47,7 @@ def test_firestore_commit_failures_split_by_whether_the_write_was_sent() -> None
 
 # -- the full matrix (docs/protocol.md, "Store errors") ------------------------------------------
 def _outcome(error: BaseException) -> str:
-    from cronwarden.errors import CommitConflict
+    from cronwarden.model.errors import CommitConflict
 
     if isinstance(error, CommitConflict):
         return "conflict"

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import pytest
 
 from cronwarden import JobSet, Watcher, job
-from cronwarden.errors import StoreUnavailable
-from cronwarden.ports import Record
+from cronwarden.model.errors import StoreUnavailable
+from cronwarden.model.ports import Record
 from cronwarden.testing import MemoryStore
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

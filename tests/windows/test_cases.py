@@ -13,19 +13,19 @@ import pytest
 
 import cronwarden
 from cronwarden import Alert, Condition, RunContext, RunRequest, Watcher
-from cronwarden.accounting import WindowStatus, window_states
 from cronwarden.adapters.local import SQLiteStore
-from cronwarden.cli_windows import (
+from cronwarden.cli.windows import (
     WindowActionRefused,
     dead_lettered_windows,
     redrive_window,
     resolve_window,
 )
-from cronwarden.engine import OutcomeKind
-from cronwarden.errors import CommitConflict
-from cronwarden.ports import REDRIVE_ATTRIBUTE, RUN, Key
-from cronwarden.settlement import Action, verdict_for
-from cronwarden.trigger import WindowRefused, check_window
+from cronwarden.hosting.trigger import WindowRefused, check_window
+from cronwarden.model.errors import CommitConflict
+from cronwarden.model.ports import REDRIVE_ATTRIBUTE, RUN, Key
+from cronwarden.model.settlement import Action, verdict_for
+from cronwarden.run.accounting import WindowStatus, window_states
+from cronwarden.run.engine import OutcomeKind
 from tests.support.harness import FakeClock, Harness, at, harness
 
 W1, W2, W3 = at("2026-01-20T10:00Z"), at("2026-01-20T10:15Z"), at("2026-01-20T10:30Z")
@@ -146,7 +146,7 @@ def test_1_a_killed_runs_redelivery_waits_for_the_lock(
 ) -> None:
     job = _job(h)
     claimed = h.engine.claim(job, RunRequest(job.name, W1))  # its worker dies: never finishes
-    assert not isinstance(claimed, cronwarden.engine.Outcome)
+    assert not isinstance(claimed, cronwarden.run.engine.Outcome)
     clock.set(at("2026-01-20T10:15:05Z") + timedelta(minutes=11, seconds=10))  # lease ran out
     with Holder(h, RunRequest(job.name, W2), gate):
         redelivery = h.engine.execute(RunRequest(job.name, W1))
@@ -361,7 +361,7 @@ def test_6_no_missed_during_a_healthy_long_run(tmp_path: Path, clock: FakeClock)
         w.check()
         clock.set(at("2026-01-20T10:00:05Z"))
         claimed = h.engine.claim(long, RunRequest("long", at("2026-01-20T10:00Z")))
-        assert not isinstance(claimed, cronwarden.engine.Outcome)
+        assert not isinstance(claimed, cronwarden.run.engine.Outcome)
         clock.set(at("2026-01-20T11:01Z"))  # 61 minutes into the run
         report = w.check()
         assert Condition.MISSED not in {a.kind for a in report.active}, report.active

@@ -9,8 +9,8 @@ from pathlib import Path
 from cronwarden import RunRequest
 from cronwarden.adapters.local import SQLiteStore
 from cronwarden.model import RunState, format_window
-from cronwarden.ports import RUN, Key
-from cronwarden.records import RunRecord
+from cronwarden.model.ports import RUN, Key
+from cronwarden.model.records import RunRecord
 from tests.integration.test_cli import cw
 
 JOBS = """

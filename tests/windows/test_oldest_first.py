@@ -10,7 +10,7 @@ from pathlib import Path
 
 import cronwarden
 from cronwarden import RunContext, RunRequest
-from cronwarden.accounting import WindowStatus, window_states
+from cronwarden.run.accounting import WindowStatus, window_states
 from tests.support.harness import harness
 
 

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 import cronwarden
 from cronwarden import Condition, Engine, EngineSettings, JobSet, RunRequest, Trigger, Watcher
-from cronwarden.accounting import WindowStatus, window_states
-from cronwarden.cli_windows import resolve_window
-from cronwarden.engine import Outcome
+from cronwarden.cli.windows import resolve_window
+from cronwarden.hosting.trigger import Worker
+from cronwarden.run.accounting import WindowStatus, window_states
+from cronwarden.run.engine import Outcome
 from cronwarden.testing import FakeClock, MemoryQueue, MemoryStore
-from cronwarden.trigger import Worker
 
 START = "2026-01-20T10:00:00Z"
 STEPS = st.lists(

@@ -14,13 +14,13 @@ import pytest
 
 import cronwarden
 from cronwarden import Condition, Engine, EngineSettings, JobSet, RunRequest, Trigger, Watcher
-from cronwarden.accounting import WindowStatus, window_states
-from cronwarden.cli_windows import redrive_window
-from cronwarden.engine import OutcomeKind
-from cronwarden.ports import Store
-from cronwarden.settlement import Action, verdict_for
+from cronwarden.cli.windows import redrive_window
+from cronwarden.hosting.trigger import Worker
+from cronwarden.model.ports import Store
+from cronwarden.model.settlement import Action, verdict_for
+from cronwarden.run.accounting import WindowStatus, window_states
+from cronwarden.run.engine import OutcomeKind
 from cronwarden.testing import FakeClock, MemoryQueue
-from cronwarden.trigger import Worker
 from tests.backends import MARKS, STORES
 
 W1, W2 = "2026-01-20T10:00Z", "2026-01-20T10:15Z"
@@ -75,12 +75,14 @@ def test_case_1_retry_behind_the_next_windows_lock_waits(store: Store) -> None:
     w.fail = False
     w.clock.set("2026-01-20T10:15:05Z")
     held = w.engine.claim(w.job, w.request(W2))  # W2 holds the lock
-    assert not isinstance(held, cronwarden.engine.Outcome)
+    assert not isinstance(held, cronwarden.run.engine.Outcome)
     retry = w.engine.execute(w.request(W1))
     assert retry.kind is OutcomeKind.DEFERRED and verdict_for(retry).action is Action.POSTPONE
     held.lease.finish(
         held.run.with_(state=cronwarden.model.RunState.SUCCEEDED),
-        cronwarden.ports.Merge(cronwarden.records.status_key_of("w"), {"status": "succeeded"}),
+        cronwarden.model.ports.Merge(
+            cronwarden.model.records.status_key_of("w"), {"status": "succeeded"}
+        ),
     )
     assert w.engine.execute(w.request(W1)).kind is OutcomeKind.SUCCEEDED
     assert w.states()[W1] == WindowStatus.SUCCEEDED.value
@@ -97,12 +99,14 @@ def test_case_2_redriven_dead_letters_are_not_skipped(store: Store) -> None:
     assert any(a.kind is Condition.DEAD_LETTERS and a.job == "w" for a in report.active)
     w.fail = False
     held = w.engine.claim(w.job, w.request(W1, "redrive"), redrive=1)
-    assert not isinstance(held, cronwarden.engine.Outcome)
+    assert not isinstance(held, cronwarden.run.engine.Outcome)
     second = w.engine.execute(w.request(W2, "redrive"), redrive=1)
     assert second.kind is OutcomeKind.DEFERRED  # waits for the lock; never skipped
     held.lease.finish(
         held.run.with_(state=cronwarden.model.RunState.SUCCEEDED),
-        cronwarden.ports.Merge(cronwarden.records.status_key_of("w"), {"status": "succeeded"}),
+        cronwarden.model.ports.Merge(
+            cronwarden.model.records.status_key_of("w"), {"status": "succeeded"}
+        ),
     )
     assert w.engine.execute(w.request(W2, "redrive"), redrive=1).kind is OutcomeKind.SUCCEEDED
     assert w.states()[W2] == WindowStatus.SUCCEEDED.value

@@ -1,4 +1,4 @@
-"""The Queue contract (see ``cronwarden.ports.Queue``), run against every adapter.
+"""The Queue contract (see ``cronwarden.model.ports.Queue``), run against every adapter.
 
 Reusable as :class:`QueueContract`: subclass it and provide a ``queue_factory`` fixture.
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cronwarden.ports import REDRIVE_ATTRIBUTE, Delivery, Queue
+from cronwarden.model.ports import REDRIVE_ATTRIBUTE, Delivery, Queue
 
 from ._collect import attach_tests, opened
 

@@ -1,4 +1,4 @@
-"""The Store contract (see ``cronwarden.ports.Store``), run against every adapter.
+"""The Store contract (see ``cronwarden.model.ports.Store``), run against every adapter.
 
 Reusable as :class:`StoreContract`: subclass it and provide a ``store_factory`` fixture.
 """
@@ -11,8 +11,19 @@ from typing import Any
 
 import pytest
 
-from cronwarden.errors import CommitConflict
-from cronwarden.ports import ITEM, LOCK, RUN, STATUS, Create, Delete, Key, Merge, Store, Update
+from cronwarden.model.errors import CommitConflict
+from cronwarden.model.ports import (
+    ITEM,
+    LOCK,
+    RUN,
+    STATUS,
+    Create,
+    Delete,
+    Key,
+    Merge,
+    Store,
+    Update,
+)
 
 from ._collect import attach_tests, opened
 

@@ -1,0 +1,113 @@
+"""``cronwarden ledger``: list a job's quarantined (or any) ledger items and resolve them.
+
+::
+
+    cronwarden ledger list nightly-export [--window 2026-01-20T02:00Z] [--state all]
+    cronwarden ledger resolve nightly-export --window 2026-01-20T02:00Z c-17 c-18 \\
+        --as done --reason "checked the mail log: sent"
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import click
+
+from ..hosting.settings import PROVIDER_ENV
+from ..model.errors import CronwardenError
+from ..model.redaction import redact
+
+
+def _provider(provider_name: str) -> Any:
+    from .common import setup
+
+    return setup(None, provider_name)[1]
+
+
+_provider_option = click.option(
+    "--provider",
+    "-p",
+    envvar=PROVIDER_ENV,
+    default="local",
+    show_default=True,
+    help="local, gcp, azure or postgres (or $CRONWARDEN_PROVIDER; Postgres reads "
+    "$CRONWARDEN_POSTGRES_DSN).",
+)
+
+
+class _Fail(click.ClickException):
+    exit_code = 2
+
+    def show(self, file: object = None) -> None:
+        click.echo(f"error: {redact(self.message)}", err=True)
+
+
+@click.group()
+def ledger() -> None:
+    """Per-item ledgers: quarantined items and their resolution."""
+
+
+@ledger.command("list")
+@_provider_option
+@click.argument("job_name")
+@click.option("--window", help="Only this window (e.g. 2026-01-20T02:00Z).")
+@click.option(
+    "--state",
+    default="quarantined",
+    show_default=True,
+    type=click.Choice(["quarantined", "pending", "done", "released", "all"]),
+)
+def ledger_list(provider: str, job_name: str, window: str | None, state: str) -> None:
+    """Ledger items of JOB_NAME (default: the quarantined ones, awaiting a resolution)."""
+    from ..run.quarantine import list_items
+
+    prov = _provider(provider)
+    try:
+        found = list_items(
+            prov.store(), job_name, window=window, state=None if state == "all" else state
+        )
+    except CronwardenError as exc:
+        raise _Fail(str(exc)) from None
+    finally:
+        prov.close()
+    if not found:
+        click.echo(f"no {'' if state == 'all' else state + ' '}items for {job_name}")
+        return
+    for entry in found:
+        line = f"{entry.window}  {entry.item.key}  {entry.item.state}  run {entry.item.run_id}"
+        if entry.resolution:
+            r = entry.resolution
+            line += f"  resolved as {r.get('as')} by {r.get('by')} at {r.get('at')}: "
+            line += str(r.get("reason"))
+        click.echo(line)
+
+
+@ledger.command("resolve")
+@_provider_option
+@click.argument("job_name")
+@click.argument("items", nargs=-1, required=True)
+@click.option("--window", required=True, help="The window the items belong to.")
+@click.option("--as", "as_", required=True, type=click.Choice(["done", "redo"]))
+@click.option("--reason", required=True, help="Why (recorded on each item).")
+def ledger_resolve(
+    provider: str, job_name: str, items: tuple[str, ...], window: str, as_: str, reason: str
+) -> None:
+    """Resolve quarantined ITEMS of JOB_NAME's window: ``done`` (the side effect happened) or
+    ``redo`` (release them and run the window again for them)."""
+    from ..run.quarantine import resolve
+
+    prov = _provider(provider)
+    try:
+        resolved = resolve(
+            prov.store(), job_name, window, items, as_=as_, reason=reason, now=datetime.now(UTC)
+        )
+        if resolved.rerun is not None:
+            prov.queue().publish(resolved.rerun.to_json())
+    except CronwardenError as exc:
+        raise _Fail(str(exc)) from None
+    finally:
+        prov.close()
+    click.echo(f"resolved {len(resolved.items)} item(s) of {job_name} {window} as {as_}")
+    if resolved.rerun is not None:
+        click.echo(f"enqueued {resolved.rerun.run_key} to redo them")

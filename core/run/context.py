@@ -1,0 +1,214 @@
+"""What a handler receives: the run's identity, checkpoints, the per-item ledger, cancellation.
+
+Handlers are plain functions of one argument::
+
+    def nightly_export(ctx: RunContext) -> None:
+        for item in ctx.items(customers(), key=lambda c: c["id"]):
+            mail.send(item.value, idempotency_key=item.idempotency_key)
+
+Every write ``ctx`` makes is fenced (see :mod:`cronwarden.run.lease`): once another worker has taken
+the run over, the next ``ctx`` call raises :class:`~cronwarden.model.errors.LeaseLost`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from itertools import islice
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .ledger import (
+    DONE_CODE,
+    MAX_ITEM_KEY_CHARS,
+    Ledger,
+    LedgerItem,
+    Uncertain,
+    idempotency_key,
+    key_function,
+)
+
+if TYPE_CHECKING:
+    from ..jobs.definitions import Job
+    from ..model.logs import RunLogger
+    from .lease import Lease
+
+__all__ = [
+    "MAX_CHECKPOINT_BYTES",
+    "MAX_ITEM_KEY_CHARS",
+    "Ledger",
+    "LedgerItem",
+    "RunContext",
+    "RunInfo",
+    "Uncertain",
+]
+
+T = TypeVar("T")
+MAX_CHECKPOINT_BYTES = 32 * 1024
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """The identity of one attempt of one run, as the handler sees it."""
+
+    job: Job
+    window: datetime
+    run_key: str
+    run_id: str
+    attempt: int
+    fence: int
+    payload: dict[str, Any] = field(default_factory=dict)
+    checkpoint: Any = None  #: the last checkpoint saved by any attempt of this run key
+
+
+class RunContext:
+    """The handler's view of one run. Not thread-safe: use it from the handler's thread.
+
+    Built by the engine from the attempt's identity, the :class:`~cronwarden.run.lease.Lease` every
+    write goes through, and the run's :class:`~cronwarden.run.ledger.Ledger`.
+    """
+
+    def __init__(self, info: RunInfo, *, lease: Lease, ledger: Ledger, log: RunLogger) -> None:
+        self.info = info
+        self.job = info.job
+        self.window = info.window
+        self.run_key = info.run_key
+        self.run_id = info.run_id
+        self.attempt = info.attempt
+        self.fence = info.fence
+        self.payload = info.payload
+        self.log = log
+        self.counters: dict[str, int] = {}
+        self._checkpoint = info.checkpoint
+        self._lease = lease
+        self._ledger = ledger
+
+    # -- identity ---------------------------------------------------------------------------
+    @property
+    def resumed(self) -> bool:
+        """True when an earlier attempt of this run key ran (its checkpoint/ledger carry over)."""
+        return self.fence > 1
+
+    def idempotency_key(self, item_key: str) -> str:
+        """A stable key for ``item_key`` in this window, the same on every attempt and worker."""
+        return idempotency_key(self.run_key, item_key)
+
+    # -- cancellation -----------------------------------------------------------------------
+    @property
+    def cancelled(self) -> bool:
+        return self._lease.interruption is not None
+
+    def check(self) -> None:
+        """Raise :class:`~cronwarden.model.errors.LeaseLost` / ``Cancelled`` if the run must
+        stop."""
+        self._lease.check()
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep, waking early (and raising) when the run is asked to stop or reaches its
+        deadline (max runtime) or its lease's end: never sleeps past either."""
+        end = time.monotonic() + max(0.0, seconds)
+        while True:
+            self.check()
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            self._lease.stop_event.wait(max(0.001, min(left, self._until_deadline())))
+
+    def _until_deadline(self) -> float:
+        lease = self._lease
+        limits = [lease.expires_at()] + ([lease.deadline] if lease.deadline is not None else [])
+        return (min(limits) - lease.clock()).total_seconds()
+
+    def count(self, name: str, amount: int = 1) -> None:
+        """Add to a counter reported with the run's completion."""
+        self.counters[name] = self.counters.get(name, 0) + amount
+
+    # -- checkpoints ------------------------------------------------------------------------
+    @property
+    def checkpoint(self) -> Any:
+        """The last saved checkpoint of this run key (from an earlier attempt too), or None."""
+        return self._checkpoint
+
+    def save_checkpoint(self, value: Any) -> None:
+        """Durably save a JSON-serialisable checkpoint (one fenced write)."""
+        self.check()
+        encoded = json.dumps(value)
+        if len(encoded.encode()) > MAX_CHECKPOINT_BYTES:
+            raise ValueError(f"checkpoint is over {MAX_CHECKPOINT_BYTES} bytes; store a pointer")
+        self._write(checkpoint=json.loads(encoded))
+        self._checkpoint = value
+
+    def _write(self, marks: list[Any] | None = None, **run_changes: Any) -> None:
+        """One fenced write carrying the ledger's owed marks (and ``marks``); the owed marks
+        are forgotten only once the store acknowledged it."""
+        sent = self._ledger.outgoing()
+        self._lease.write([*sent.ops, *(marks or [])], **run_changes)
+        self._ledger.acknowledge(sent)
+
+    def _mark(self) -> None:
+        """One fenced write of the ledger's owed marks alone (:meth:`Lease.mark`: the run
+        record's compare-and-set, the lock untouched); forgotten once acknowledged."""
+        sent = self._ledger.outgoing()
+        self._lease.mark(sent.ops)
+        self._ledger.acknowledge(sent)
+
+    # -- the ledger -------------------------------------------------------------------------
+    def items(
+        self,
+        iterable: Iterable[T],
+        *,
+        key: Callable[[T], Any] | str | None = None,
+        fingerprint_of: Callable[[T], Any] | None = None,
+        batch_size: int | None = None,
+    ) -> Iterator[LedgerItem[T]]:
+        """Iterate ``iterable`` with at-most-once per item, resuming across attempts.
+
+        Items are claimed in batches (one fenced write marks a batch *pending* and the previous
+        one *done*); an item counts as done once the loop moves past it. Items done by an
+        earlier attempt are not yielded again. Items a dead owner left pending are *uncertain*:
+        yielded again with ``uncertain=True`` (default) or quarantined. Reusing a key with a
+        different value (by ``fingerprint_of``, default: the value itself) raises
+        :class:`~cronwarden.model.errors.FingerprintMismatch`.
+
+        ``key``: a function of the item, an attribute/dict-key name, or None for ``str(item)``.
+        """
+        ledger = self._ledger
+        size = min(batch_size or ledger.batch_size, ledger.batch_size)
+        if size < 1:
+            raise ValueError("batch_size must be at least 1")
+        key_of = key_function(key)
+        iterator = iter(iterable)
+        loop = ledger.open_loop()
+        check = self._lease.check
+        counters = self.counters
+        try:
+            while batch := list(islice(iterator, size)):
+                check()
+                claimed = ledger.claim(batch, key_of, fingerprint_of, self.count, self._quarantined)
+                if not claimed.marks:
+                    continue
+                # owed before the write: if it fails (or its outcome is unknown) they are released
+                loop.claimed, loop.started = claimed.slots, 0
+                self._mark()  # the new pages, carrying the marks owed (previous batch done)
+                for (ready, _), (page, index) in zip(claimed.todo, claimed.slots, strict=True):
+                    check()
+                    loop.started += 1
+                    yield ready
+                    page.states[index] = DONE_CODE  # done: owed until a write carries it
+                    counters["items_done"] = counters.get("items_done", 0) + 1
+        finally:
+            # break, an exception, a failed write: this loop's never-started items are released
+            ledger.close_loop(loop)
+
+    def _quarantined(self, item_key: str) -> None:
+        self.log.warning(
+            "item %s was left pending by a previous owner; quarantined",
+            item_key,
+            extra={"event": "ledger.quarantined", "item": item_key},
+        )
+
+    def take_completed(self) -> list[Any]:
+        """Deprecated: the engine takes the ledger's last marks with ``Ledger.final``."""
+        return self._ledger.take_final()

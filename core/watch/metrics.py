@@ -1,0 +1,252 @@
+"""OpenTelemetry metrics and a span per run, from the engine's structured log events.
+
+Needs the ``cronwarden[otel]`` extra; nothing here is imported by ``import cronwarden``, and
+OpenTelemetry is imported only when :class:`RunTelemetry` or :class:`WatcherMetrics` is built.
+
+The engine logs every run transition as an event (``run.started``, ``run.completed``,
+``run.failed``, ``run.dead_lettered``, ``lease.lost``, ``run.skipped``, ``run.deferred``,
+``run.overlap``, ``run.rejected``) with ``job``, ``run_key``, ``run_id`` and ``duration_ms``;
+:class:`RunTelemetry` is a :class:`logging.Handler` that turns them into:
+
+=============================== ========= ===============================================
+``cronwarden.runs``             counter   finished attempts, by ``job`` and ``outcome``
+                                          (succeeded, suspicious: succeeded but broke its
+                                          expectations, failed, dead_lettered, lease_lost)
+``cronwarden.run.duration``     histogram seconds, by ``job`` and ``outcome``
+``cronwarden.run.skips``        counter   refused deliveries, by ``job`` and ``reason``
+                                          (lock_held, duplicate, in_progress, deferred, …)
+``cronwarden.runs.in_flight``   up-down   runs started and not finished in this process
+=============================== ========= ===============================================
+
+and one span per attempt named after the job, following the FaaS semantic conventions
+(``faas.trigger`` timer for scheduled and catch-up windows, else other; ``faas.invocation_id``
+the run id; ``faas.time`` the window; ``faas.cron``; ``faas.coldstart`` on the first run of the
+process), status ERROR with ``error.type`` when the attempt failed.
+
+:class:`WatcherMetrics` is a watcher hook (``Watcher(hooks=[...])``) recording after each check
+``cronwarden.dlq.depth``, ``cronwarden.windows.open`` (due windows since the last success, per
+job) and ``cronwarden.alerts.active`` (per condition), and ``cronwarden.watcher.checks``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections import Counter
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ..model.errors import CronwardenError
+from ..model.logs import get_logger
+from ..model.runs import parse_window
+
+if TYPE_CHECKING:
+    from ..jobs.definitions import JobSet
+    from .watcher import Report, Watcher
+
+SCOPE = "cronwarden"
+_FINISHED = {
+    "run.completed": "succeeded",
+    "run.failed": "failed",
+    "run.dead_lettered": "dead_lettered",
+    "lease.lost": "lease_lost",
+}
+_REFUSED = {"run.skipped", "run.deferred", "run.overlap", "run.rejected"}
+_TIMER_REASONS = {"schedule", "catch_up"}
+_MAX_OPEN = 10_000  # runs remembered between start and finish (a crashed run is forgotten)
+_MAX_WINDOWS = 1_000  # open windows counted per job, at most
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+class RunTelemetry(logging.Handler):
+    """A log handler that records run metrics and spans; :meth:`install` attaches it."""
+
+    def __init__(
+        self,
+        *,
+        meter_provider: Any = None,
+        tracer_provider: Any = None,
+        jobs: JobSet | None = None,
+    ) -> None:
+        super().__init__(logging.INFO)
+        from opentelemetry import metrics, trace
+
+        meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE, _version())
+        self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(SCOPE, _version())
+        self.jobs = jobs
+        self.runs = meter.create_counter(
+            "cronwarden.runs", unit="{run}", description="Finished run attempts by outcome"
+        )
+        self.duration = meter.create_histogram(
+            "cronwarden.run.duration", unit="s", description="Run attempt duration"
+        )
+        self.skips = meter.create_counter(
+            "cronwarden.run.skips",
+            unit="{run}",
+            description="Deliveries refused without running (skips, deferrals, duplicates)",
+        )
+        self.in_flight = meter.create_up_down_counter(
+            "cronwarden.runs.in_flight", unit="{run}", description="Runs started, not finished"
+        )
+        self._open: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._guard = threading.Lock()
+        self._cold = True
+
+    def install(self, logger: logging.Logger | None = None) -> RunTelemetry:
+        """Attach to the ``cronwarden`` logger, letting INFO events reach this handler."""
+        target = logger or get_logger()
+        if target.getEffectiveLevel() > logging.INFO:
+            target.setLevel(logging.INFO)
+        target.addHandler(self)
+        return self
+
+    def uninstall(self, logger: logging.Logger | None = None) -> None:
+        (logger or get_logger()).removeHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        event = getattr(record, "event", None)
+        job = getattr(record, "job", None)
+        if not isinstance(event, str) or not isinstance(job, str):
+            return
+        try:
+            if event == "run.started":
+                self._started(record, job)
+            elif event in _FINISHED:
+                outcome = _FINISHED[event]
+                if outcome == "succeeded" and getattr(record, "suspicious", None):
+                    outcome = "suspicious"  # succeeded, but broke its expectations
+                self._finished(record, job, outcome)
+            elif event in _REFUSED:
+                reason = getattr(record, "reason", None)
+                if event == "run.deferred":
+                    reason = f"deferred_{reason}" if reason else "deferred"
+                elif event == "run.overlap":
+                    reason = "overlap_refused"
+                self.skips.add(1, {"job": job, "reason": str(reason or event)})
+        except Exception:
+            self.handleError(record)
+
+    def _started(self, record: logging.LogRecord, job: str) -> None:
+        run_id = str(getattr(record, "run_id", ""))
+        run_key = str(getattr(record, "run_key", ""))
+        reason = getattr(record, "reason", "schedule")
+        attributes: dict[str, Any] = {
+            "faas.trigger": "timer" if reason in _TIMER_REASONS else "other",
+            "faas.invocation_id": run_id,
+            "cronwarden.job": job,
+            "cronwarden.run_key": run_key,
+            "cronwarden.attempt": int(getattr(record, "attempt", 0) or 0),
+            "cronwarden.reason": str(reason),
+        }
+        window = run_key.partition(":")[2]  # job names never contain ':'
+        if window:
+            with contextlib.suppress(CronwardenError):
+                attributes["faas.time"] = parse_window(window).isoformat()
+        declared = self.jobs.get(job) if self.jobs is not None else None
+        if declared is not None:
+            attributes["faas.cron"] = declared.schedule.cron
+        with self._guard:
+            attributes["faas.coldstart"] = self._cold
+            self._cold = False
+            if len(self._open) >= _MAX_OPEN:
+                self._open.pop(next(iter(self._open)))
+            self._open[run_id] = (int(record.created * 1e9), attributes)
+        self.in_flight.add(1, {"job": job})
+
+    def _finished(self, record: logging.LogRecord, job: str, outcome: str) -> None:
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        run_id = str(getattr(record, "run_id", ""))
+        with self._guard:
+            opened = self._open.pop(run_id, None)
+        if opened is None:
+            return  # not started here, or already counted (lease.lost is logged twice)
+        start_ns, attributes = opened
+        end_ns = int(record.created * 1e9)
+        labels = {"job": job, "outcome": outcome}
+        self.in_flight.add(-1, {"job": job})
+        self.runs.add(1, labels)
+        duration_ms = getattr(record, "duration_ms", None)
+        seconds = (
+            duration_ms / 1000
+            if isinstance(duration_ms, int | float)
+            else max(0.0, (end_ns - start_ns) / 1e9)
+        )
+        self.duration.record(seconds, labels)
+        span = self.tracer.start_span(
+            job,
+            kind=SpanKind.SERVER,
+            start_time=start_ns,
+            attributes={**attributes, "cronwarden.outcome": outcome},
+        )
+        if outcome not in ("succeeded", "suspicious"):
+            error_type = getattr(record, "error_type", None) or getattr(record, "reason", outcome)
+            span.set_attribute("error.type", str(error_type))
+            span.set_status(Status(StatusCode.ERROR, str(error_type)))
+        span.end(end_time=end_ns)
+
+
+class WatcherMetrics:
+    """A watcher hook: DLQ depth, open windows per job, active alerts, checks by outcome."""
+
+    def __init__(self, *, meter_provider: Any = None) -> None:
+        from opentelemetry import metrics
+
+        meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE, _version())
+        self.dlq_depth = meter.create_gauge(
+            "cronwarden.dlq.depth", unit="{message}", description="Messages in the DLQ"
+        )
+        self.open_windows = meter.create_gauge(
+            "cronwarden.windows.open",
+            unit="{window}",
+            description="Due windows since the job's last success that have not succeeded",
+        )
+        self.alerts = meter.create_gauge(
+            "cronwarden.alerts.active", unit="{alert}", description="Active alerts by condition"
+        )
+        self.checks = meter.create_counter(
+            "cronwarden.watcher.checks", unit="{check}", description="Watcher checks by outcome"
+        )
+
+    def after_check(
+        self, watcher: Watcher, report: Report | None, error: BaseException | None
+    ) -> None:
+        self.checks.add(1, {"outcome": "ok" if error is None else "failed"})
+        if report is None:
+            return
+        if report.dlq_depth is not None:
+            self.dlq_depth.set(report.dlq_depth)
+        now = watcher.clock()
+        for item in report.jobs:
+            self.open_windows.set(open_windows(item, now), {"job": item.job.name})
+        counts = Counter(alert.kind.value for alert in report.active)
+        from .health import Condition
+
+        for condition in Condition:
+            self.alerts.set(counts.get(condition.value, 0), {"condition": condition.value})
+
+
+def open_windows(item: Any, now: datetime) -> int:
+    """Due windows of ``item.job`` after its last successful window (at most 1,000).
+
+    Before [windows] gap accounting exists this counts from the last success window (or from
+    when the watcher first saw the job) up to the newest window past its grace.
+    """
+    from ..model.records import parse_iso
+
+    job = item.job
+    due = job.schedule.floor(now - job.grace_at(now))
+    start = item.last_success_window or parse_iso(item.status.get("first_seen_at"))
+    if start is None:
+        return 0
+    count, window = 0, job.schedule.next_after(start)
+    while window <= due and count < _MAX_WINDOWS:
+        count += 1
+        window = job.schedule.next_after(window)
+    return count

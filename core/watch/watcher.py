@@ -1,0 +1,409 @@
+"""The liveness watcher: alerts on the *absence* of success, not only on errors.
+
+One store query reads every job's status record; the watcher compares them with the job
+definitions and the clock and raises conditions:
+
+* ``missed``   a due window is unaccounted for (:mod:`cronwarden.run.accounting`): no success, not
+  in flight (queued within its grace, running with a live lease, failed with a retry due),
+  not dead-lettered, not excused. Named by the oldest such window and how many there are,
+  even when later windows succeeded. The job's status record proves most jobs fully
+  accounted for; the others cost one bounded read of their run records;
+* ``failing``  ``failure_threshold`` consecutive failures;
+* ``stuck``    running longer than its max runtime;
+* ``skipping`` ``skip_threshold`` lock-held skips since the last success (a lock that never frees);
+* ``dead_letters`` dead-lettered windows in the store (per job: the store's record is the
+  truth, also when the broker's message is gone), and messages waiting in the dead-letter
+  queue (queue-wide).
+
+Alert state lives in the status records and is written by compare-and-set, so a transition is
+notified once however many watchers run (the loser stays quiet), recoveries are announced,
+whichever process runs the watcher next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+from ..jobs.definitions import Job, JobSet
+from ..model.durations import format_duration
+from ..model.errors import CommitConflict
+from ..model.logs import get_logger
+from ..model.ports import STATUS, Create, Merge, Queue, Record, Store, Update
+from ..model.records import (
+    ACCOUNTED_BASE,
+    ACCOUNTED_THROUGH_TS,
+    ALERTS,
+    SUSPICIOUS,
+    StatusRecord,
+    iso,
+    parse_iso,
+    status_key_of,
+)
+from ..model.redaction import redact
+from ..run.accounting import Moment, account
+from ..run.ledger import quarantined_text
+from .alerting.text import format_instant
+from .conditions import quiet_while_paused, run_conditions, snooze_filter
+from .consumer_health import consumer_health, dead_lettered_events
+from .health import Alert as Alert
+from .health import Condition as Condition
+from .health import JobHealth as JobHealth
+from .health import Report as Report
+from .health import _about
+from .notify import LogNotifier, Notifier
+
+if TYPE_CHECKING:
+    from .alerting.watchdog import CheckHook
+
+WATCHER_RECORD = "_watcher"  #: status record of the watcher itself (queue-wide alerts)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for one check, resumed after (only if it was
+    enabled). A check builds a few objects per job (decoded status records, their health)
+    that all stay alive until it returns and are then freed by reference counting; meanwhile
+    their number triggers a full collection that walks every object of the process: measured
+    at 10,000 jobs, 0.10 s of a 0.47 s check on SQLite. Reference counting still frees
+    everything as usual; only the search for reference cycles waits until the check ends."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _fmt(when: datetime | None, tz: ZoneInfo | None = None) -> str:
+    """UTC, plus the job's local time when ``tz`` is not UTC."""
+    return format_instant(when, tz)
+
+
+class Watcher:
+    """Evaluates liveness of ``jobs`` from ``store`` (and the DLQ depth of ``queue``)."""
+
+    def __init__(
+        self,
+        jobs: JobSet,
+        store: Store,
+        queue: Queue | None = None,
+        *,
+        notifiers: Sequence[Notifier] | None = None,
+        clock: Any = None,
+        hooks: Sequence[CheckHook] | None = None,
+        horizon: timedelta = timedelta(days=30),
+    ) -> None:
+        """``horizon``: how far back windows are accounted for (default the records'
+        retention, 30 days)."""
+        self.jobs = jobs
+        self.horizon = horizon
+        self.store = store
+        self.queue = queue
+        self.notifiers = list(notifiers) if notifiers is not None else [LogNotifier()]
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.log = get_logger("watcher")
+        if hooks is None:
+            from .alerting.watchdog import default_hooks
+
+            hooks = default_hooks()
+        #: called after every check, completed or failed (heartbeat record, dead-man's switch)
+        self.hooks = list(hooks)
+
+    # -- pure evaluation --------------------------------------------------------------------
+    def evaluate(
+        self, statuses: Iterable[Record], now: datetime, dlq_depth: int | None
+    ) -> tuple[list[JobHealth], dict[str, Any]]:
+        by_job = {r.key.job: r.data for r in statuses}
+        moment = Moment(now, self.horizon)  # schedule answers shared by the jobs of a schedule
+        health = [self._job_health(job, by_job.get(job.name, {}), now, moment) for job in self.jobs]
+        if any(item.job.after for item in health):
+            from ..run.dependencies import waits_text
+
+            for item in health:
+                item.waiting_on = waits_text(self.jobs, item.job, by_job) if item.job.after else ""
+        if self.jobs.consumers:  # event consumers: failures, dead letters, at_least
+            dead = dead_lettered_events(self.queue, dlq_depth)
+            health += consumer_health(self.jobs, by_job, now, dead)
+        return health, by_job.get(WATCHER_RECORD, {})
+
+    def _job_health(
+        self, job: Job, status: dict[str, Any], now: datetime, moment: Moment | None = None
+    ) -> JobHealth:
+        """One job's conditions. A healthy job costs its status fields and the schedule
+        answers ``moment`` shares; the per-condition work runs only where its input says a
+        condition may hold (the verdicts are those of the full evaluation)."""
+        if moment is None or moment.now != now or moment.horizon != self.horizon:
+            moment = Moment(now, self.horizon)
+        conditions: dict[Condition, Alert] = {}
+        record = StatusRecord.from_data(status)
+        last_window = record.last_success_window
+        last_success = record.last_success_at
+        _, expected_next, interval, _ = moment.answers(job.schedule)
+        tz = job.schedule.tz
+        grace = job.liveness.grace
+        if not isinstance(grace, timedelta):  # moment.grace(job), without a second look-up
+            grace = interval
+        common = {"last_success": last_success, "expected_next": expected_next}
+        accounting = account(self.store, job, status, now, horizon=self.horizon, moment=moment)
+
+        gaps = accounting.gaps
+        if gaps:
+            from ..jobs.pause import excused as paused_at
+
+            # windows that fell due while the job was paused are excused, not gaps
+            gaps = [g for g in gaps if not paused_at(status, g.window, now)]
+        if gaps and job.after:  # a dependent job misses a window only once its upstreams did
+            from ..run.dependencies import due_gaps
+
+            gaps = due_gaps(self.store, self.jobs, job, gaps, now)
+        if gaps:
+            oldest = gaps[0]
+            more = f" and {len(gaps) - 1} more unaccounted window(s)" if len(gaps) > 1 else ""
+            conditions[Condition.MISSED] = Alert(
+                job.name,
+                Condition.MISSED,
+                True,
+                f"{job.name} missed: no success for the {oldest.window_text} window "
+                f"({_fmt(oldest.window, tz)}; {oldest.detail}; grace "
+                f"{format_duration(job.grace_at(oldest.window))}){more}; last success "
+                f"{_fmt(last_success, tz)}, next run expected {_fmt(expected_next, tz)}. "
+                "First check: is the scheduler "
+                "firing (Cloud Scheduler job / timer trigger / `cronwarden run`) and is a "
+                "worker consuming the queue? Then the lock record and recent deploys; "
+                f"`cronwarden backfill {job.name}` runs the window.",
+                first_check="scheduler and worker",
+                extra={"window": oldest.window_text, "unaccounted": len(gaps)},
+                **common,
+            )
+        dead = accounting.dead_letters
+        if dead:
+            oldest = dead[0]
+            conditions[Condition.DEAD_LETTERS] = Alert(
+                job.name,
+                Condition.DEAD_LETTERS,
+                True,
+                f"{job.name}: {len(dead)} dead-lettered window(s), oldest "
+                f"{oldest.window_text}: {redact(oldest.detail)}. First check: "
+                f"`cronwarden dlq windows` for the reasons; fix the cause, then `cronwarden dlq "
+                f"redrive --job {job.name} --window {oldest.window_text}` (or `cronwarden dlq "
+                "resolve ... --reason`).",
+                first_check="cronwarden dlq windows",
+                extra={"window": oldest.window_text, "dead_lettered": len(dead)},
+                **common,
+            )
+        failures = record.consecutive_failures
+        if failures >= job.liveness.failure_threshold:
+            error = redact(record.error or "?")
+            conditions[Condition.FAILING] = Alert(
+                job.name,
+                Condition.FAILING,
+                True,
+                f"{job.name} failing: {failures} consecutive failures; last error: {error}. "
+                f"Last success {_fmt(last_success, tz)}, next run expected "
+                f"{_fmt(expected_next, tz)}. "
+                "First check: the error above, recent deploys, expired secrets or credentials.",
+                first_check="last error",
+                extra={"consecutive_failures": failures},
+                **common,
+            )
+        started = record.started_at if record.status == "running" else None
+        if started and now - started > job.max_runtime:
+            conditions[Condition.STUCK] = Alert(
+                job.name,
+                Condition.STUCK,
+                True,
+                f"{job.name} stuck: run {status.get('run_id')} ({status.get('run_key')}) has "
+                f"been running for {format_duration(now - started)}, over its max runtime of "
+                f"{format_duration(job.max_runtime)}. First check: the logs of run_id "
+                f"{status.get('run_id')} on {status.get('owner', '?')}; its lease expires at "
+                f"{_fmt(parse_iso(status.get('lease_expires')), tz)} and another worker can "
+                "then take over.",
+                first_check="worker logs for the run id",
+                extra={"run_id": status.get("run_id")},
+                **common,
+            )
+        skips = record.skips_since_success
+        if skips >= job.liveness.skip_threshold:
+            conditions[Condition.SKIPPING] = Alert(
+                job.name,
+                Condition.SKIPPING,
+                True,
+                f"{job.name} skipping: {skips} runs skipped since the last success because the "
+                f"lock was held (last by {status.get('last_skip_owner') or '?'}). First check: "
+                "the lock record and whether its owner is still alive.",
+                first_check="lock record",
+                extra={"skips": skips},
+                **common,
+            )
+        if job.slow_factor is not None or status.get(SUSPICIOUS):
+            conditions.update(run_conditions(job, status, now, common))
+        if Condition.MISSED in conditions or Condition.SKIPPING in conditions:
+            quiet_while_paused(conditions, status, now, now)
+        if record.quarantined:  # [ledger] items a human must check
+            conditions[Condition.QUARANTINED] = Alert(
+                job.name,
+                Condition.QUARANTINED,
+                True,
+                quarantined_text(job.name, record.quarantined),
+                first_check=f"cronwarden ledger list {job.name}",
+                extra={"quarantined": record.quarantined},
+                **common,
+            )
+        if conditions:
+            conditions = {kind: _about(job, alert) for kind, alert in conditions.items()}
+        return JobHealth(
+            job, status, conditions, last_success, last_window, expected_next, accounting, grace
+        )
+
+    # -- checking with transitions ----------------------------------------------------------
+    def check(self) -> Report:
+        """Evaluate, notify transitions, persist alert state. One status query (+ DLQ depth).
+
+        Then every hook runs (the watcher's heartbeat record, a dead-man's-switch ping), also
+        when the check raised; a failing hook is logged and never masks the check's result.
+        Python's cyclic garbage collector is paused while the check itself runs (not the
+        hooks) and resumed after: see :func:`_collector_paused`."""
+        try:
+            with _collector_paused():
+                report = self._check()
+        except Exception as exc:
+            self._after_check(None, exc)
+            raise
+        self._after_check(report, None)
+        return report
+
+    def _after_check(self, report: Report | None, error: BaseException | None) -> None:
+        for hook in self.hooks:
+            try:
+                hook.after_check(self, report, error)
+            except Exception as exc:
+                self.log.error(
+                    "watcher hook %s failed: %s",
+                    type(hook).__name__,
+                    redact(f"{type(exc).__name__}: {exc}"),
+                    extra={"event": "watcher.hook_failed"},
+                )
+
+    def _check(self) -> Report:
+        now = self.clock()
+        statuses = self.store.query(STATUS)
+        records = {r.key.job: r for r in statuses}
+        depth = self.queue.dlq_depth() if self.queue is not None else None
+        health, watcher_status = self.evaluate(statuses, now, depth)
+        fired: list[Alert] = []
+        recovered: list[Alert] = []
+        active: list[Alert] = []
+        for item in health:
+            previous = set(item.status.get(ALERTS) or [])
+            current = {c.value for c in item.conditions}
+            active.extend(item.conditions.values())
+            new = [a for c, a in item.conditions.items() if c.value not in previous]
+            gone = [
+                self._recovery(item, Condition(c))
+                for c in sorted(previous - current)
+                if c in Condition.__members__.values()
+            ]
+            # a snoozed job's transitions are held back (and announced once it ends)
+            new, gone, fields = snooze_filter(item.status, new, gone, item.conditions, now)
+            notify = current != previous or bool(fields)
+            if "first_seen_at" not in item.status:
+                fields["first_seen_at"] = iso(now)
+                fields.setdefault("job_name", item.job.name)
+            checkpoint = item.accounting.checkpoint
+            if checkpoint is not None:
+                fields[ACCOUNTED_THROUGH_TS] = int(checkpoint[0].timestamp())
+                fields[ACCOUNTED_BASE] = checkpoint[1]
+            if notify:
+                if current != previous:
+                    fields.update({ALERTS: sorted(current), "alerts_updated_at": iso(now)})
+                won = self._set_alerts(item.job.name, records.get(item.job.name), fields)
+                if not won:
+                    continue  # another watcher notified this transition (or will)
+                fired += new
+                recovered += gone
+            elif fields:
+                self.store.commit([Merge(status_key_of(item.job.name), fields)])
+        if depth is not None:
+            had = bool(watcher_status.get("alerts"))
+            if depth > 0:
+                alert = Alert(
+                    WATCHER_RECORD,
+                    Condition.DEAD_LETTERS,
+                    True,
+                    f"{depth} message(s) waiting in the dead-letter queue. First check: "
+                    "`cronwarden dlq list` for the reasons; fix the cause, then "
+                    "`cronwarden dlq redrive`.",
+                    first_check="cronwarden dlq list",
+                    extra={"dlq_depth": depth},
+                )
+                active.append(alert)
+                if not had:
+                    fired.append(alert)
+            elif had:
+                recovered.append(
+                    Alert(
+                        WATCHER_RECORD,
+                        Condition.DEAD_LETTERS,
+                        False,
+                        "dead-letter queue is empty again",
+                    )
+                )
+            if had != (depth > 0):
+                won = self._set_alerts(
+                    WATCHER_RECORD,
+                    records.get(WATCHER_RECORD),
+                    {
+                        ALERTS: [Condition.DEAD_LETTERS.value] if depth > 0 else [],
+                        "alerts_updated_at": iso(now),
+                        "dlq_depth": depth,
+                    },
+                )
+                if not won:  # another watcher announced it
+                    fired = [a for a in fired if a.job != WATCHER_RECORD]
+                    recovered = [a for a in recovered if a.job != WATCHER_RECORD]
+        for alert in fired + recovered:
+            for notifier in self.notifiers:
+                notifier.notify(alert)
+        return Report(health, depth, active, fired, recovered, watcher_status)
+
+    def _set_alerts(self, name: str, seen: Record | None, fields: dict[str, Any]) -> bool:
+        """Write a job's new alert state by compare-and-set against the status record this
+        check read. True when this watcher made the transition (and so notifies it); False
+        when another watcher did first (the loser stays quiet). A conflict caused by a run's
+        own status write (the alerts unchanged) is retried against the fresh record."""
+        key = status_key_of(name)
+        wanted = set(fields[ALERTS])
+        before = set((seen.data if seen is not None else {}).get(ALERTS) or [])
+        for _ in range(4):
+            try:
+                if seen is None:
+                    self.store.commit([Create(key, fields)])
+                else:
+                    self.store.commit([Update(key, {**seen.data, **fields}, seen.version)])
+                return True
+            except CommitConflict:
+                seen = self.store.get(key)
+                now_alerts = set((seen.data if seen is not None else {}).get(ALERTS) or [])
+                if now_alerts != before or now_alerts == wanted:
+                    return False  # another watcher wrote the alert state first
+        return False
+
+    def _recovery(self, item: JobHealth, kind: Condition) -> Alert:
+        tz = item.job.schedule.tz
+        alert = Alert(
+            item.job.name,
+            kind,
+            False,
+            f"{item.job.name} recovered from {kind.value}; last success "
+            f"{_fmt(item.last_success, tz)}, next run expected {_fmt(item.expected_next, tz)}.",
+            last_success=item.last_success,
+            expected_next=item.expected_next,
+        )
+        return _about(item.job, alert)
