@@ -66,10 +66,16 @@ def chaos(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff: lint and formatting check."""
-    session.install("ruff>=0.6")
+    """ruff (lint and formatting), then the architecture: import-linter's contracts
+    (``[tool.importlinter]`` in pyproject.toml: the core's layers, the faces apart, no adapter
+    in the core, no import circle) over the installed wheel, where adapters/, emulators/ and
+    deployments/ sit inside the ``cronwarden`` package as users get it."""
+    session.install("ruff>=0.6", "import-linter>=2.1")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.install("build")
+    session.install("--force-reinstall", "--no-deps", _build_wheel(session))
+    session.run("lint-imports", "--no-cache")
 
 
 @nox.session(python=PYTHON)
