@@ -12,14 +12,16 @@ retry with backoff / postpone / dead-letter) that the host applies its own way.
 from __future__ import annotations
 
 import json
+import random
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ..jobs.definitions import Job, JobSet
-from ..model.errors import MalformedRunRequest
+from ..model.errors import MalformedRunRequest, StoreUnavailable
 from ..model.logs import get_logger
 from ..model.ports import AFTER_ATTRIBUTE, REDRIVE_ATTRIBUTE, Delivery, Publisher, Queue, Store
 from ..model.redaction import redact
@@ -39,6 +41,8 @@ from ..watch.probe import answer_probe, probe_token
 
 log = get_logger("trigger")
 wlog = get_logger("worker")
+#: seconds a pull worker keeps sending a settlement the queue did not take (StoreUnavailable)
+SETTLE_RETRY_FOR = 30.0
 
 
 class Trigger:
@@ -212,7 +216,16 @@ class Worker:
     each verdict with :func:`~cronwarden.model.settlement.settle_on`.
     ``in_progress_retries`` is the push hosts' variant of the mapping (see
     :func:`~cronwarden.model.settlement.verdict_for`).
+
+    A settlement the pull queue did not take (:class:`~cronwarden.model.errors.StoreUnavailable`:
+    a database restarting, a file locked by a paused writer) is sent again with backoff for up
+    to :attr:`settle_retry_for` seconds: otherwise the delivery would only come back when its
+    visibility ran out (a lease TTL later), past a short job's grace. Settlements are safe to
+    repeat: each names the delivery's receipt (a postponement's copy that lands twice is
+    deduplicated by the claim).
     """
+
+    settle_retry_for: float = SETTLE_RETRY_FOR
 
     def __init__(
         self,
@@ -327,14 +340,40 @@ class Worker:
         """Decide one pulled delivery and settle it on :attr:`queue`. Returns the outcome."""
         queue = self.queue
         decision = self.decide(delivery, extend=lambda: queue.extend(delivery, self.visibility))
-        settle_on(queue, delivery, decision.verdict)
+        self._settle_on(queue, delivery, decision.verdict)
         return decision.outcome
+
+    def _settle_on(self, queue: Queue, delivery: Delivery, verdict: Verdict) -> None:
+        """:func:`settle_on`, sent again while the queue reports it unavailable (see the class
+        docstring); the last error is raised once :attr:`settle_retry_for` has passed."""
+        give_up = time.monotonic() + self.settle_retry_for
+        pause = 0.1
+        while True:
+            try:
+                settle_on(queue, delivery, verdict)
+                return
+            except StoreUnavailable as exc:
+                if time.monotonic() + pause >= give_up:
+                    raise
+                wlog.warning(
+                    "could not %s %s: %s; trying again",
+                    verdict.action.value,
+                    delivery.message_id,
+                    redact(str(exc))[:300],
+                    extra={
+                        "event": "worker.settle_retry",
+                        "message_id": delivery.message_id,
+                        "error_type": type(exc).__name__,
+                    },
+                )
+            time.sleep(pause * (0.5 + random.random() / 2))
+            pause = min(2.0, pause * 2)
 
     def settle(self, delivery: Delivery, outcome: Outcome) -> None:
         """Deprecated: settle ``outcome`` on :attr:`queue` (use :meth:`decide` and a host's
         way of applying the :class:`Verdict`)."""
         verdict = verdict_for(outcome, in_progress_retries=self.in_progress_retries)
-        settle_on(self.queue, delivery, capped(verdict, delivery))
+        self._settle_on(self.queue, delivery, capped(verdict, delivery))
 
     def _reject(self, delivery: Delivery, reason: str, detail: str) -> Verdict:
         detail = redact(detail)
