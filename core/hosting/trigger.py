@@ -58,6 +58,10 @@ class Trigger:
     ) -> list[RunRequest]:
         """Enqueue the window ``fired_at`` falls in, plus catch-up windows (oldest first).
 
+        With catch-up windows, the current window is the last of their oldest-first batch: it
+        waits, like each of them, while the window before it can still run, so it never starts
+        before an older window of the tick with any number of workers.
+
         A dependent job (``after=``) is never fired by time: a tick for it (a scheduler a
         deployment still has) enqueues nothing and logs a warning; its upstreams' completions
         enqueue its windows."""
@@ -79,14 +83,14 @@ class Trigger:
                 for w in catch_up_windows(self.store, job, window)
             ]
         requests.append(RunRequest(job.name, window, reason=reason))
-        self.publish_oldest_first(requests[:-1])
-        self.publish(requests[-1])
+        self.publish_oldest_first(requests)
         return requests
 
     def publish_oldest_first(self, requests: list[RunRequest]) -> None:
-        """Publish a batch of catch-up / backfill requests of one job so that they run oldest
-        first with any number of workers: each carries the window before it
-        (:data:`~cronwarden.model.ports.AFTER_ATTRIBUTE`) and waits while that one can still run."""
+        """Publish a batch of catch-up / backfill requests of one job (a tick's batch ends with
+        its current window) so that they run oldest first with any number of workers: each
+        carries the window before it (:data:`~cronwarden.model.ports.AFTER_ATTRIBUTE`) and waits
+        while that one can still run."""
         ordered = sorted(requests, key=lambda r: r.window)
         for previous, request in zip([None, *ordered], ordered, strict=False):
             self.publish(request, after=None if previous is None else previous.window)

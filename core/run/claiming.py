@@ -50,6 +50,9 @@ from .lease import Lease
 
 CLAIM_ROUNDS = 6
 _CATCHING_UP = {"catch_up", "backfill"}
+#: requests that wait for the window before them in an oldest-first batch (``after``): catch-up
+#: and backfill windows, and the current window a tick with catch-up windows enqueued last
+_ORDERED = {*_CATCHING_UP, "schedule"}
 #: requests a person made (a pause lets them through); a redrive counts as one too
 _BY_HAND = {"manual", "rerun", "backfill"}
 #: fires the scheduler made (a pause excuses their windows; so it does an upstream's wake-up)
@@ -131,7 +134,7 @@ class Claimer:
         after: datetime | None = None,
     ) -> Claim | Refusal:
         window_text = request.slot_text
-        if after is not None and request.reason in _CATCHING_UP:
+        if after is not None and request.reason in _ORDERED:
             waiting = self._predecessor_pending(job, request, after, log)
             if waiting is not None:
                 return waiting
@@ -222,10 +225,11 @@ class Claimer:
     def _predecessor_pending(
         self, job: Job, request: RunRequest, after: datetime, log: RunLogger
     ) -> Refusal | None:
-        """Catch-up and backfill run oldest-first per job with any number of workers: a
-        window waits (DEFERRED, no delivery attempt used) while the window before it in its
-        batch can still run: no run record yet (its request is queued), failed (a retry is
-        due) or running. One read, on the catch-up path only."""
+        """Catch-up and backfill (and the current window of a tick that enqueued catch-up
+        windows) run oldest-first per job with any number of workers: a window waits
+        (DEFERRED, no delivery attempt used) while the window before it in its batch can still
+        run: no run record yet (its request is queued), failed (a retry is due) or running.
+        One read, on the catch-up path only."""
         if after >= request.window:
             return None
         record = self.store.get(run_key_of(job.name, format_window(after)))
