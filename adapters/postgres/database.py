@@ -181,7 +181,7 @@ class Database:
         back (the pool opens replacements), at most ``pool_max`` + 1 of them per call."""
         for _ in range(self.settings.pool_max + 1):
             try:
-                conn = self.pool.getconn()
+                conn: psycopg.Connection[Any] = self.pool.getconn()
             except Exception as exc:  # PoolTimeout, PoolClosed: nothing was sent
                 raise StoreUnavailable(
                     redact(f"{what}: no connection to Postgres at {self._where}: {self._why(exc)}")

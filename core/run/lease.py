@@ -383,6 +383,7 @@ class Lease:
         give_up = time.monotonic() + self.retry_for
         pause = self.retry_backoff
         sent_before = False  #: an earlier attempt may still land (a store that was frozen)
+        error: StoreUnavailable
         while True:
             try:
                 return self.store.commit(ops)
@@ -401,7 +402,7 @@ class Lease:
                         return landed
                     raise
             except CommitOutcomeUnknown as exc:
-                error: StoreUnavailable = exc
+                error = exc
                 sent_before = True
                 with contextlib.suppress(StoreUnavailable):  # unreadable: try again below
                     landed = self._read_back(
