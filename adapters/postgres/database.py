@@ -130,7 +130,10 @@ class Database:
         psycopg = self._psycopg
         reconnects = 0 if writes else READ_RECONNECTS
         for attempt in range(1, SERIALIZATION_RETRIES + 2 + reconnects):
-            with self._connection(what) as conn, self._watchdog.guard(conn, self.deadline):
+            with (
+                self._connection(what) as conn,
+                self._watchdog.guard(conn, self.deadline) as call,
+            ):
                 try:
                     return work(conn)
                 except psycopg.errors.SerializationFailure as exc:
@@ -138,9 +141,11 @@ class Database:
                 except psycopg.errors.DeadlockDetected as exc:
                     last = exc
                 except psycopg.Error as exc:
-                    if reconnects and (conn.broken or conn.closed) and not self._closed:
-                        # the connection died under a read (a restart racing the check):
-                        # nothing was changed, so read again on a fresh connection
+                    lost = (conn.broken or conn.closed) and not call.severed
+                    if reconnects and lost and not self._closed:
+                        # the connection died under a read (a restart racing the check; not
+                        # the watchdog giving up on a server that does not answer): nothing
+                        # was changed, so read again on a fresh connection
                         reconnects -= 1
                         log.info("%s: connection lost (%s); reading again", what, redact(str(exc)))
                         last = exc
@@ -318,6 +323,12 @@ class _Sweeper:
             self._thread.join(timeout=10)
 
 
+class _Call:
+    """One guarded call: ``severed`` once the watchdog cut its connection."""
+
+    severed = False
+
+
 def _stale(conn: Any) -> bool:
     """Whether a connection just taken from the pool is unusable, judged without a round trip:
     psycopg knows it closed or broken, or its socket is readable. An idle autocommit connection
@@ -326,8 +337,13 @@ def _stale(conn: Any) -> bool:
     if conn.closed or conn.broken:
         return True
     try:
-        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
-    except (OSError, ValueError, Exception):
+        fd = conn.pgconn.socket
+        if hasattr(select, "poll"):  # no descriptor limit (select() fails past 1024)
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            return bool(poller.poll(0))  # readable, or hung up / in error
+        readable, _, _ = select.select([fd], [], [], 0)
+    except Exception:  # no socket any more
         return True
     return bool(readable)
 
@@ -354,27 +370,28 @@ class _Watchdog:
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._calls: dict[int, tuple[float, Any]] = {}
+        self._calls: dict[int, tuple[float, Any, _Call]] = {}
         self._next = 0
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
 
     @contextlib.contextmanager
-    def guard(self, conn: Any, seconds: float) -> Iterator[None]:
+    def guard(self, conn: Any, seconds: float) -> Iterator[_Call]:
         import time
 
         with self._guard:
             token = self._next
             self._next += 1
-            self._calls[token] = (time.monotonic() + seconds, conn)
+            call = _Call()
+            self._calls[token] = (time.monotonic() + seconds, conn, call)
             if self._thread is None and not self._stopping:
                 self._thread = threading.Thread(
                     target=self._loop, name="cronwarden-pg-watchdog", daemon=True
                 )
                 self._thread.start()
         try:
-            yield
+            yield call
         finally:
             with self._guard:
                 self._calls.pop(token, None)
@@ -385,8 +402,9 @@ class _Watchdog:
         while not self._stopping:
             now = time.monotonic()
             with self._guard:
-                late = [c for deadline, c in self._calls.values() if deadline <= now]
-            for conn in late:
+                late = [(c, k) for deadline, c, k in self._calls.values() if deadline <= now]
+            for conn, call in late:
+                call.severed = True
                 log.warning("Postgres did not answer within the deadline: severing the connection")
                 _sever(conn)
             self._wake.wait(0.25)

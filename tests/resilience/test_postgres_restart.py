@@ -130,3 +130,33 @@ def test_a_run_straddling_a_restart_completes_and_the_next_window_is_taken_at_on
     finally:
         store.close()
         queue.close()
+
+
+def test_a_read_whose_backend_is_terminated_is_read_again_a_write_is_unknown(
+    server: PostgresServer,
+) -> None:
+    """A connection that passed the check and then lost its backend (``57P01``, as a restart
+    racing the check would): a read is sent once more on a fresh connection; a write is of
+    unknown outcome (it may have been applied), never sent again blindly."""
+    from cronwarden.adapters.postgres.database import Database
+    from cronwarden.model.errors import CommitOutcomeUnknown
+
+    db = Database(_settings(server))
+    backends: list[int] = []
+
+    def work(conn: Any) -> int:
+        backends.append(conn.info.backend_pid)
+        if len(backends) == 1:  # the first attempt's backend is terminated under it
+            conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+        return int(conn.execute("SELECT 42").fetchone()[0])
+
+    try:
+        assert db.run(work, what="read", writes=False) == 42
+        assert len(backends) == 2 and backends[0] != backends[1]
+        backends.clear()
+        with pytest.raises(CommitOutcomeUnknown, match="AdminShutdown"):
+            db.run(work, what="write", writes=True)
+        assert len(backends) == 1
+        assert db.run(lambda conn: 1, what="after", writes=True) == 1  # the pool recovered
+    finally:
+        db.close()
