@@ -1,9 +1,10 @@
-"""An ambiguous lease renewal: the renewal landed, its reply was lost (a
-:class:`~cronwarden.testing.FaultyStore` fault that applies the write, then raises
-``CommitOutcomeUnknown``), and the store could not be read back before the renewal's retries
-ended. The owner must not judge its own landed renewal a takeover: the next renewal reads the
-run record back, adopts the write it finds there, and the run completes as the only attempt
-while a second worker is told the window is in progress."""
+"""Writes of unknown outcome on a run's own records (a :class:`~cronwarden.testing.FaultyStore`
+fault that applies the write, then raises ``CommitOutcomeUnknown``: the reply was lost).
+
+An ambiguous lease renewal whose store could not be read back before the renewal's retries
+ended: the owner must not judge its own landed renewal a takeover. The next renewal reads the run
+record back, adopts the write it finds there, and the run completes as the only attempt while a
+second worker is told the window is in progress. An ambiguous claim is read back the same way."""
 
 from __future__ import annotations
 
@@ -12,14 +13,16 @@ from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 import cronwarden
 from cronwarden import Engine, EngineSettings, JobSet, OutcomeKind, RunContext, RunRequest
 from cronwarden.adapters.local import SQLiteStore
-from cronwarden.model.ports import RUN, Key, Op
+from cronwarden.model.ports import LOCK, RUN, Key, Op
 from cronwarden.model.records import RunRecord
 from cronwarden.model.runs import RunState
 from cronwarden.testing import capture_events
-from cronwarden.testing.faults import UNAVAILABLE, UNKNOWN, Fault, FaultyStore
+from cronwarden.testing.faults import UNAVAILABLE, UNKNOWN, Fault, FaultyStore, touches
 from tests.support.harness import at
 
 W = at("2026-01-20T02:00Z")
@@ -109,5 +112,32 @@ def test_an_ambiguous_renewal_keeps_the_lease_and_the_run(tmp_path: Path) -> Non
         resolved = [e for e in events if e["event"] == "store.unknown_resolved"]
         assert any(e.get("landed") for e in resolved), resolved
         assert not any(e["event"] == "lease.lost" for e in events)
+    finally:
+        inner.close()
+
+
+@pytest.mark.parametrize("landed", [True, False], ids=["landed", "not-landed"])
+def test_a_claim_whose_reply_was_lost_is_read_back(tmp_path: Path, landed: bool) -> None:
+    """The claim's commit raises ``CommitOutcomeUnknown``: landed, the claim is adopted (the
+    window runs now, as attempt 1, instead of waiting "in progress" behind its own lease until it
+    expires); not landed, it is claimed again. Either way the run completes at once."""
+    inner = SQLiteStore(str(tmp_path / "state.db"))
+    faulty = FaultyStore(inner, [Fault(UNKNOWN, after=landed, match=touches(LOCK))])
+    calls: list[str] = []
+    job = cronwarden.job("often", cron="0 * * * *", max_runtime="5m")(
+        lambda ctx: calls.append(ctx.run_key)
+    )
+    engine = Engine(JobSet([job]), faulty)
+    try:
+        with capture_events() as events:
+            outcome = engine.execute(RunRequest("often", W))
+        assert faulty.injected == [("commit", UNKNOWN, landed)]
+        assert outcome.kind is OutcomeKind.SUCCEEDED, outcome
+        assert calls == ["often:2026-01-20T02:00Z"]
+        record = inner.get(Key(RUN, "often", "2026-01-20T02:00Z"))
+        assert record is not None
+        run = RunRecord.from_data(record.data)
+        assert run.state is RunState.SUCCEEDED and run.attempt == 1 and run.fence == 1
+        assert [e["event"] for e in events].count("run.started") == 1
     finally:
         inner.close()
