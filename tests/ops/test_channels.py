@@ -362,14 +362,25 @@ def test_email_has_date_message_id_and_auto_submitted(smtp_sink: SmtpSink) -> No
         "billing-sync", Condition.FAILING, True, HOSTILE, last_success=last + timedelta(1)
     )
     channel.deliver(refired)
-    first, repeat, recovery, again = (m for (_, _, m) in smtp_sink.messages)
+    # fired again with the same last success (a lock freed, then held again): a later
+    # window, so a new message that a client dropping duplicate ids keeps
+    later = Alert(
+        "billing-sync",
+        Condition.FAILING,
+        True,
+        HOSTILE,
+        last_success=last + timedelta(1),
+        expected_next=last + timedelta(2),
+    )
+    channel.deliver(later)
+    first, repeat, recovery, again, latest = (m for (_, _, m) in smtp_sink.messages)
     sent = parsedate_to_datetime(first["Date"])
     assert sent.tzinfo is not None and abs(sent - datetime.now(UTC)) < timedelta(minutes=10)
     assert first["Auto-Submitted"] == "auto-generated"
     assert first["Message-ID"].startswith("<") and first["Message-ID"].endswith("@example.test>")
     assert first["Message-ID"] == repeat["Message-ID"]  # a repeat is recognisable
-    ids = {first["Message-ID"], recovery["Message-ID"], again["Message-ID"]}
-    assert len(ids) == 3  # each transition is its own message
+    ids = {m["Message-ID"] for m in (first, recovery, again, latest)}
+    assert len(ids) == 4  # each transition is its own message
     assert recovery["References"] == first["References"] == again["References"]  # one thread
     assert first.get_content_type() == "text/plain"
     assert first.get_content_charset() == "utf-8"

@@ -304,9 +304,7 @@ class Teams(Channel):
                 "summary": headline(alert),  # plain text: shown in notifications only
                 "themeColor": "D13438" if alert.firing else "2EB886",
                 "title": title,
-                "sections": [
-                    {"text": text, "facts": [{"name": n, "value": v} for n, v in facts]}
-                ],
+                "sections": [{"text": text, "facts": [{"name": n, "value": v} for n, v in facts]}],
             }
         card = {
             "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
@@ -404,19 +402,17 @@ class Email(Channel):
         return msg
 
     def message_id(self, alert: Alert) -> str:
-        """Stable per alert transition: the same job, condition, state and last success (a
-        re-sent or twice-announced transition) give the same ``Message-ID``, so mail clients
-        and archives recognise the repeat; the next transition gets a new one. A test alert's
-        identity includes its text (which names the moment it was sent)."""
-        parts = [
-            alert.job,
-            alert.kind.value,
-            "firing" if alert.firing else "recovered",
-            alert.last_success.isoformat() if alert.last_success else "never",
-        ]
+        """Stable per alert transition: the same job, condition, state and fields (last
+        success, next expected run, the condition's details) give the same ``Message-ID``, so
+        a transition sent twice is recognisably one message; another transition differs in at
+        least its state, last success or next expected run, and gets a new one (a client that
+        drops duplicate ids must never drop a real alert). A test alert's identity includes
+        its text, which names the moment it was sent."""
+        identity: dict[str, Any] = {**alert.fields(), "job": alert.job}
         if alert.extra.get("test"):
-            parts.append(alert.text)
-        digest = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
+            identity["text"] = alert.text
+        blob = json.dumps(identity, sort_keys=True, default=str)
+        digest = hashlib.sha256(blob.encode()).hexdigest()[:32]
         return f"<{digest}.cronwarden@{self._domain()}>"
 
     def _thread_id(self, alert: Alert) -> str:
