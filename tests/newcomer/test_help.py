@@ -1,0 +1,102 @@
+"""``--help`` of every command and subcommand prints, exit 0, with no extra installed; what an
+extra brings is asked for when a command runs, by one line naming the extra."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import venv_without_this_one
+
+pytestmark = pytest.mark.slow
+
+#: commands that reach the CLI through entry points or lazily loaded modules: the walk must
+#: find them (a walk that silently finds less would pass for the wrong reason)
+MUST_FIND = {
+    ("dashboard",),
+    ("deploy",),
+    ("deploy", "render"),
+    ("emulators",),
+    ("emulators", "servicebus"),
+    ("emulators", "pubsub"),
+    ("emulators", "azurite"),
+    ("emulators", "aws"),
+    ("emulators", "postgres"),
+    ("emulators", "up"),
+    ("emulators", "down"),
+    ("dlq", "redrive"),
+}
+
+
+def subcommands(help_text: str) -> list[str]:
+    """The names listed under ``Commands:`` in click's help output."""
+    names: list[str] = []
+    lines = iter(help_text.splitlines())
+    for line in lines:
+        if line.strip() == "Commands:":
+            break
+    for line in lines:
+        if not line.strip():
+            break
+        if line.startswith("  ") and not line.startswith("   "):
+            names.append(line.split()[0])
+    return names
+
+
+def help_of(bin_dir: Path, path: tuple[str, ...], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = venv_without_this_one() | {"COLUMNS": "200"}
+    return subprocess.run(
+        [str(bin_dir / "cronwarden"), *path, "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+def test_every_help_prints_without_extras(base_venv: Path, tmp_path: Path) -> None:
+    absent = subprocess.run(
+        [str(base_venv / "python"), "-c", "import proton"], capture_output=True, timeout=60
+    )
+    assert absent.returncode != 0, "the base virtualenv must not have the [emulators] extra"
+    seen: dict[tuple[str, ...], str] = {}
+    todo: list[tuple[str, ...]] = [()]
+    while todo:
+        path = todo.pop()
+        done = help_of(base_venv, path, tmp_path)
+        assert done.returncode == 0, f"cronwarden {' '.join(path)} --help: {done.stderr[-2000:]}"
+        assert "Usage: cronwarden" in done.stdout, done.stdout
+        seen[path] = done.stdout
+        todo.extend((*path, name) for name in subcommands(done.stdout))
+    missing = MUST_FIND - set(seen)
+    assert not missing, f"not listed by any --help: {sorted(missing)}"
+    assert not (tmp_path / ".cronwarden").exists(), "--help must not create state"
+
+
+@pytest.mark.parametrize(
+    ("args", "extra"),
+    [
+        (["emulators", "servicebus", "--port", "0"], "emulators"),
+        (["emulators", "aws"], "emulators"),
+        (["dashboard", "--jobs", "jobs.py"], "dashboard"),
+    ],
+)
+def test_a_missing_extra_is_one_line_naming_it(
+    base_venv: Path, tmp_path: Path, args: list[str], extra: str
+) -> None:
+    (tmp_path / "jobs.py").write_text("import cronwarden\n")
+    done = subprocess.run(
+        [str(base_venv / "cronwarden"), *args],
+        capture_output=True,
+        text=True,
+        env=venv_without_this_one(),
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 2, done
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("{")]
+    assert len(lines) == 1, done.stderr
+    assert f"pip install 'cronwarden[{extra}]'" in lines[0] and "Traceback" not in done.stderr
