@@ -100,3 +100,48 @@ def test_a_missing_extra_is_one_line_naming_it(
     lines = [line for line in done.stderr.splitlines() if not line.startswith("{")]
     assert len(lines) == 1, done.stderr
     assert f"pip install 'cronwarden[{extra}]'" in lines[0] and "Traceback" not in done.stderr
+
+
+def test_a_plugin_that_cannot_import_still_helps(base_venv: Path, tmp_path: Path) -> None:
+    """A command another package contributes (entry point ``cronwarden.commands``) whose import
+    fails is listed, its ``--help`` prints, and running it names the package and the module."""
+    site = tmp_path / "site"
+    info = site / "cwplugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cwplugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[cronwarden.commands]\nshout = cwplugin:shout\n")
+    (site / "cwplugin.py").write_text("import not_installed_module_xyz  # noqa\n")
+    env = venv_without_this_one() | {"PYTHONPATH": str(site), "COLUMNS": "200"}
+
+    def cw(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(base_venv / "cronwarden"), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=60,
+        )
+
+    listing = cw("--help")
+    assert listing.returncode == 0 and "shout" in subcommands(listing.stdout), listing
+    helped = cw("shout", "--help")
+    assert helped.returncode == 0 and "not_installed_module_xyz" in helped.stdout, helped
+    ran = cw("shout", "loudly")
+    assert ran.returncode == 2, ran
+    assert ran.stderr.strip().splitlines() == [
+        "error: `cronwarden shout` (from cwplugin) cannot import 'not_installed_module_xyz': "
+        "install what cwplugin needs (No module named 'not_installed_module_xyz')"
+    ]
+
+
+def test_a_stand_in_for_an_extra_helps_and_names_it() -> None:
+    from click.testing import CliRunner
+
+    from cronwarden.cli.plugins import missing_extra
+
+    stand_in = missing_extra("dashboard", "dashboard", ModuleNotFoundError(name="uvicorn"))
+    helped = CliRunner().invoke(stand_in, ["--help"])
+    assert helped.exit_code == 0 and "pip install 'cronwarden[dashboard]'" in helped.output
+    ran = CliRunner().invoke(stand_in, ["--jobs", "x.py"])
+    assert ran.exit_code != 0 and "needs the [dashboard] extra (uvicorn)" in ran.output
