@@ -60,6 +60,17 @@ def venv_without_this_one() -> dict[str, str]:
     return env
 
 
+def python3_shim(folder: Path) -> Path:
+    """``folder`` (created) holding ``python3``: the interpreter this test's virtualenv was made
+    from, so a page that installs into ``python3`` without a virtualenv of its own fails as it
+    would on a newcomer's machine, instead of installing into the tests' virtualenv."""
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    base = Path(sys.base_prefix) / "bin" / version
+    folder.mkdir(parents=True)
+    (folder / "python3").symlink_to(base if base.exists() else Path(sys.executable))
+    return folder
+
+
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """cronwarden's wheel, built once per session from a fresh copy of the checkout."""
