@@ -3,7 +3,9 @@ extra brings is asked for when a command runs, by one line naming the extra."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,3 +147,22 @@ def test_a_stand_in_for_an_extra_helps_and_names_it() -> None:
     assert helped.exit_code == 0 and "pip install 'cronwarden[dashboard]'" in helped.output
     ran = CliRunner().invoke(stand_in, ["--jobs", "x.py"])
     assert ran.exit_code != 0 and "needs the [dashboard] extra (uvicorn)" in ran.output
+
+
+def test_the_emulator_commands_import_no_sdk_until_they_run() -> None:
+    """With every extra installed (this virtualenv), loading the emulators' command modules —
+    what ``--help`` does — imports none of the SDKs or servers they run."""
+    probe = (
+        "import importlib, json, sys\n"
+        "before = set(sys.modules)  # .pth files may import namespace packages at start-up\n"
+        "from cronwarden.emulators import cli\n"
+        "for name in sorted(set(cli._COMMANDS.values())):\n"
+        "    importlib.import_module(name)\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in set(sys.modules) - before})))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded = set(json.loads(done.stdout))
+    heavy = {"proton", "moto", "flask", "azure", "google", "boto3", "botocore", "psycopg"}
+    assert not loaded & heavy, sorted(loaded & heavy)
