@@ -17,6 +17,9 @@ from cronwarden.dashboard import create_app
 from . import seed
 
 TOKEN = "test-token-0123456789abcdef"
+#: the Host values the tests' clients send: Starlette's and schemathesis' "testserver", a named
+#: host for the cross-origin tests, and the browser test's loopback server
+HOSTS = ("testserver", "dash.test", "127.0.0.1", "localhost")
 
 
 @pytest.fixture
@@ -29,7 +32,9 @@ def provider(tmp_path: Any) -> Iterator[LocalProvider]:
 
 @pytest.fixture
 def app(provider: LocalProvider) -> Any:
-    return create_app(seed.jobs(), provider.store(), provider.queue(), clock=lambda: seed.NOW)
+    return create_app(
+        seed.jobs(), provider.store(), provider.queue(), clock=lambda: seed.NOW, allowed_hosts=HOSTS
+    )
 
 
 @pytest.fixture
@@ -40,4 +45,5 @@ def actions_app(provider: LocalProvider) -> Any:
         provider.queue(),
         actions_token=TOKEN,
         clock=lambda: seed.NOW,
+        allowed_hosts=HOSTS,
     )
