@@ -36,5 +36,7 @@ def banner(query: Mapping[str, str], max_moved: int) -> str | None:
 def action_code(name: str, answer: Mapping[str, object]) -> str:
     """The ``done`` code of action ``name`` that answered ``answer``."""
     if name == "resume":
-        return "not-paused" if str(answer.get("text", "")).endswith(" was not paused") else "resumed"
+        return (
+            "not-paused" if str(answer.get("text", "")).endswith(" was not paused") else "resumed"
+        )
     return ACTION_CODES[name]

@@ -14,6 +14,7 @@ twin.
 from __future__ import annotations
 
 import functools
+import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -63,6 +64,7 @@ SECURITY_HEADERS = {
     "cross-origin-opener-policy": "same-origin",
     "cache-control": "no-store",
 }
+_INTEGER = re.compile(r"-?[0-9]+")
 _AUTHENTICATE = {"www-authenticate": 'Bearer realm="cronwarden dashboard"'}
 
 
@@ -174,22 +176,28 @@ def create_app(
         response.headers.update(exc.headers or {})
         return response
 
+    def _param(request: Request, name: str) -> str | None:
+        """A query parameter. The pages' filter forms send an empty value for "any"; the API
+        takes an empty value as given (its document has no empty state or limit: 400)."""
+        value = request.query_params.get(name)
+        if value == "" and not request.url.path.startswith("/api/"):
+            return None
+        return value
+
     def _int(request: Request, name: str, default: int) -> int:
-        text = request.query_params.get(name)
-        if text is None or text == "":
+        text = _param(request, name)
+        if text is None:
             return default
-        try:
-            return int(text)
-        except ValueError:
-            raise BadRequest(f"{name} must be an integer") from None
+        if not _INTEGER.fullmatch(text):  # int() would take " 5", "+5" and "1_000" too
+            raise BadRequest(f"{name} must be an integer")
+        return int(text)
 
     def _overview(request: Request) -> dict[str, Any]:
-        q = request.query_params
         return views.overview(
             dash,
-            owner=q.get("owner") or None,
-            tag=q.get("tag") or None,
-            state=q.get("state") or None,
+            owner=_param(request, "owner"),
+            tag=_param(request, "tag"),
+            state=_param(request, "state"),
             limit=_int(request, "limit", 1000),
         )
 

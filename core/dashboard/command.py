@@ -19,7 +19,9 @@ TOKEN_ENV = "CRONWARDEN_DASHBOARD_TOKEN"  # noqa: S105 - a variable name; the to
 HOSTS_ENV = "CRONWARDEN_DASHBOARD_ALLOWED_HOSTS"
 MIN_TOKEN = 16
 #: a host name, ``*.domain``, an IPv4 address or a bracketed IPv6 literal; no scheme, no port
-_HOST = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]+\]")
+_HOST = re.compile(
+    r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:.]+\]"
+)
 
 
 class _Fail(click.ClickException):

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,26 +35,6 @@ def _artefacts() -> Path:
     path = Path(os.environ.get("CW_ARTEFACTS", "/tmp/cronwarden-artefacts")) / "dashboard"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-@pytest.fixture
-def server(actions_app: Any) -> Iterator[str]:
-    import uvicorn
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    config = uvicorn.Config(actions_app, host="127.0.0.1", port=port, log_level="warning")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started:
-        assert time.monotonic() < deadline, "the dashboard server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
 
 
 @pytest.fixture
