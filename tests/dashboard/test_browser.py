@@ -1,6 +1,6 @@
 """The dashboard in headless Chromium (Debian's ``chromium`` + ``chromium-driver``, driven by
 Selenium): overview, a job's timeline, a failed run, redrive refused without the token and done
-with it; phone width. Screenshots go to ``$CW_ARTEFACTS/dashboard`` (default
+with it, sign-out; phone width. Screenshots go to ``$CW_ARTEFACTS/dashboard`` (default
 ``/tmp/cronwarden-artefacts/dashboard``).
 
 Chromium missing fails the test: ``.ci/run`` installs it. Locally, ``CW_SKIP_BROWSER=1`` skips.
@@ -131,3 +131,10 @@ def test_dashboard_in_chromium(server: str, browser: Any, provider: Any) -> None
     _wait_text(browser, "main", "Redrove 1 message(s)")
     assert provider.queue().dlq_depth() == 0
     browser.save_screenshot(str(shots / "redriven.png"))
+
+    # sign out (a form post under Referrer-Policy: no-referrer): the forms are gone
+    browser.find_element(By.CSS_SELECTOR, "form.signout button").click()
+    _wait_text(browser, "main", "Signed out.")
+    assert browser.find_elements(By.LINK_TEXT, "Sign in for actions")
+    browser.get(server + "/dead-letters")
+    assert not browser.find_elements(By.CSS_SELECTOR, "form.action")
