@@ -265,7 +265,7 @@ def create_app(
     async def json_body(request: Request, example: str) -> dict[str, Any]:
         try:
             body = await request.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the stack
             body = None
         if not isinstance(body, dict):
             raise BadRequest(f"the body must be a JSON object like {example}")

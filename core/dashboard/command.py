@@ -7,6 +7,8 @@ the other. A PostgreSQL DSN comes from ``$CRONWARDEN_POSTGRES_DSN``.
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import os
 import re
 
@@ -124,6 +126,11 @@ def served_hosts(bind: str, extra: tuple[str, ...]) -> list[str]:
         hosts.append(bind)
     for value in extra:
         name = value.strip().lower()
+        if ":" in name and not name.startswith("["):
+            with contextlib.suppress(
+                ValueError
+            ):  # not an address: a port or a scheme, refused below
+                name = f"[{ipaddress.IPv6Address(name)}]"
         if name == "*":
             raise _Fail("--allowed-host '*' would serve any Host (DNS rebinding): name the hosts")
         if not _HOST.fullmatch(name):
