@@ -127,9 +127,8 @@ def served_hosts(bind: str, extra: tuple[str, ...]) -> list[str]:
     for value in extra:
         name = value.strip().lower()
         if ":" in name and not name.startswith("["):
-            with contextlib.suppress(
-                ValueError
-            ):  # not an address: a port or a scheme, refused below
+            # a bare IPv6 address gets its brackets; anything else with a colon is refused below
+            with contextlib.suppress(ValueError):
                 name = f"[{ipaddress.IPv6Address(name)}]"
         if name == "*":
             raise _Fail("--allowed-host '*' would serve any Host (DNS rebinding): name the hosts")
