@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
-from cronwarden.model.errors import CommitConflict, StoreUnavailable
+from cronwarden.model.errors import CommitConflict, ContentRefused, StoreUnavailable
 from cronwarden.model.ports import (
     Create,
     Delete,
@@ -305,6 +305,8 @@ class DynamoStore(Store):
             if error_code(exc) == "TransactionCanceledException":
                 raise _Cancelled(exc) from None
             if error_code(exc) == "ValidationException":
+                if write:  # the write's content (an item past 400 KB, text it cannot hold)
+                    raise ContentRefused(f"DynamoDB {what}: {exc}; nothing applied") from None
                 raise ValueError(f"DynamoDB {what}: {exc}") from None
             mapped = store_error(exc, write=write, what=what)
             if mapped is None:
@@ -338,7 +340,19 @@ class _Cancelled(Exception):
         retryable |= {"ProvisionedThroughputExceeded"}
         if all(code in retryable for code in codes) and codes:
             return None
+        if any(code in _CONTENT_CODES for code in codes):
+            raise ContentRefused(
+                f"DynamoDB refused the transaction for its content: {', '.join(codes)}; "
+                "nothing applied"
+            )
         raise ValueError(f"DynamoDB refused the transaction: {', '.join(codes) or self}")
+
+
+#: cancellation reasons that refuse an op's content: an item past its limits, a value DynamoDB
+#: cannot hold (``UnicodeEncodeError``: how moto reports a lone surrogate in a string)
+_CONTENT_CODES = frozenset(
+    {"ValidationError", "ItemCollectionSizeLimitExceeded", "UnicodeEncodeError"}
+)
 
 
 def _reasons_from_message(message: str) -> list[dict[str, Any]]:

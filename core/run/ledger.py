@@ -238,6 +238,7 @@ class Ledger:
                 type(item_key) is not str
                 or not 0 < len(item_key) <= MAX_ITEM_KEY_CHARS
                 or item_key.startswith(PAGE_TAG)
+                or unstorable(item_key)
             ):
                 item_key = valid_key(item_key)  # raises for a key it refuses
             if item_key in seen:
