@@ -50,7 +50,6 @@ def _ended_in_time(result: Any, text: str, store: Store) -> None:
         assert_succeeded(result)
     else:
         assert_dead_lettered(result, "ContentRefused", starts=1)
-        assert "ContentRefused" in (result.run.error or "")
 
 
 @pytest.mark.parametrize("name", HOSTILE_NAMES)
