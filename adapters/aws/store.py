@@ -57,6 +57,7 @@ from cronwarden.model.ports import (
     Version,
     decode_json,
 )
+from cronwarden.model.text import has_surrogate, storable
 
 from ._clients import client
 from .errors import error_code, store_error
@@ -211,6 +212,14 @@ class DynamoStore(Store):
 
     # -- commits ---------------------------------------------------------------------------
     def _commit(self, ops: list[Op]) -> list[Version]:
+        for op in ops:
+            if _holds_surrogate(op):
+                # JSON on the wire: a lone surrogate is refused, or merged with a neighbour
+                # into another character (stored silently changed); refuse it here
+                raise ContentRefused(
+                    f"DynamoDB cannot hold {op.key.kind} {op.key.job}/{storable(op.key.id)}: "
+                    "it holds text that is not valid Unicode (a lone surrogate); nothing sent"
+                )
         versions: list[Version] = [None if isinstance(op, Delete) else _new_version() for op in ops]
         reads = {i for i, op in enumerate(ops) if isinstance(op, Merge) and op.maximums}
         conflicts = 0
@@ -447,6 +456,17 @@ def _ttl(value: Any) -> dict[str, Any] | None:
         except ValueError:
             return None
     return None
+
+
+def _holds_surrogate(op: Op) -> bool:
+    """Whether ``op``'s key or data holds a surrogate code point (see
+    :func:`~cronwarden.model.text.has_surrogate`)."""
+    if has_surrogate(op.key.job) or has_surrogate(op.key.id):
+        return True
+    data = op.fields if isinstance(op, Merge) else getattr(op, "data", None)
+    if not data:
+        return False
+    return has_surrogate(json.dumps(data, ensure_ascii=False, default=str))
 
 
 def _full_item(key: Key, data: Mapping[str, Any], version: str) -> dict[str, Any]:

@@ -174,7 +174,10 @@ class SQLiteStore(Store):
 
 
 def _encode(data: Any) -> str:
-    return json.dumps(data, separators=(",", ":"))
+    # Not ASCII-escaped: a lone surrogate then fails the UTF-8 encoding of the statement
+    # (ContentRefused) instead of being stored as an escape that a JSON decoder merges with
+    # a neighbouring one into another character.
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
 
 def _decode_all(texts: list[str]) -> list[Any]:

@@ -14,12 +14,20 @@ import re
 
 #: characters no store can be relied on to hold: NUL and lone surrogates
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 ELLIPSIS = "…"
 
 
 def unstorable(text: str) -> bool:
     """Whether ``text`` holds a character some store cannot hold (NUL, a lone surrogate)."""
     return _UNSTORABLE.search(text) is not None
+
+
+def has_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a surrogate code point: text no UTF-8 encoder takes, and which a
+    JSON round trip would silently merge with its neighbour (``"\\ud83d" "\\ude00"`` comes
+    back as one character); an adapter whose wire format is JSON refuses it."""
+    return _SURROGATE.search(text) is not None
 
 
 def _escape(match: re.Match[str]) -> str:

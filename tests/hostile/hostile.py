@@ -31,6 +31,7 @@ NAMED: dict[str, str] = {
     "nul": "out\x00put",
     "lone_surrogate": "report-\udcff\udc80.csv",  # os.fsdecode of b"report-\xff\x80.csv"
     "high_surrogate": "x\ud800y",
+    "surrogate_pair": "\ud83d\ude00",  # two code points: what a JSON round trip would merge
     "mib": "m" * MIB,
     "rtl": "\u202eevil\u200f\u061cabc",
     "sql": "'; DROP TABLE records; -- \" OR 1=1",
