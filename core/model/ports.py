@@ -276,6 +276,10 @@ class Store(abc.ABC):
     was
       lost (deadline exceeded, connection reset); the commit may have applied. A subclass of
       ``StoreUnavailable``.
+    * :class:`~cronwarden.model.errors.ContentRefused`: the backend cannot hold what the commit
+      carries (a NUL character or a lone surrogate it refuses, a value or record past its size
+      limits); nothing was applied and resending cannot help. Text is never stored changed:
+      held exactly, or refused.
     """
 
     capabilities: StoreCapabilities = StoreCapabilities()
