@@ -16,7 +16,7 @@ import cronwarden
 from cronwarden import Condition, Engine, EngineSettings, JobSet, RunRequest, Trigger, Watcher
 from cronwarden.adapters.local import SQLiteQueue
 from cronwarden.hosting.trigger import Worker
-from cronwarden.model.ports import DeadLetter, Store
+from cronwarden.model.ports import DeadLetter, Queue, Store
 from cronwarden.model.records import RunRecord, run_key_of
 from cronwarden.model.runs import RunState, parse_window
 from cronwarden.model.settlement import Outcome
@@ -97,7 +97,8 @@ class Result:
 
 
 class World:
-    """One fresh job named ``hostile-<n>`` whose handler is ``handler``, on ``store``."""
+    """One fresh job named ``hostile-<n>`` whose handler is ``handler``, on ``store``, with
+    ``queue`` as its broker (default: a fresh local SQLite queue)."""
 
     def __init__(
         self,
@@ -106,6 +107,7 @@ class World:
         handler: Callable[[Any], None],
         *,
         attempts: int = ATTEMPTS,
+        queue: Queue | None = None,
     ) -> None:
         self.name = f"hostile-{next(_names)}"
         self.clock = FakeClock("2026-01-20T10:00:05Z")
@@ -123,7 +125,7 @@ class World:
         )(counted)
         self.jobs = JobSet([self.job])
         self.store = store
-        self.queue = SQLiteQueue(str(tmp_path / f"{self.name}.db"), max_deliveries=10)
+        self.queue = queue or SQLiteQueue(str(tmp_path / f"{self.name}.db"), max_deliveries=10)
         self.engine = Engine(self.jobs, store, EngineSettings(clock=self.clock))
         self.trigger = Trigger(self.jobs, self.queue, store)
         self.worker = Worker(self.engine, self.queue)
@@ -155,11 +157,18 @@ class World:
             outcomes=outcomes,
             run=None if stored is None else RunRecord.from_data(stored.data),
             letters=self.queue.dlq_peek(10),
-            waiting=self.queue.holds(self.request().run_key),
+            waiting=self._waiting(),
             alerted=any(
                 a.kind is Condition.DEAD_LETTERS and a.job == self.name for a in report.active
             ),
         )
+
+    def _waiting(self) -> bool:
+        """Whether a message of the run waits in the queue (the SQLite queue sees invisible
+        ones too; another broker, the visible ones: its run record then shows the rest)."""
+        if isinstance(self.queue, SQLiteQueue):
+            return self.queue.holds(self.request().run_key)
+        return bool(self.queue.receive(1, visibility=1.0))
 
     def close(self) -> None:
         self.queue.close()
