@@ -40,6 +40,8 @@ def storable(text: str, max_bytes: int | None = None) -> str:
     never silently dropped), cut to at most ``max_bytes`` bytes of UTF-8 (ending in ``…``
     when cut, never inside a character). Text with neither and within the limit is returned
     as it is."""
+    if max_bytes is not None and len(text) > max_bytes:
+        text = text[: max_bytes + 1]  # a character takes a byte at least: the rest is cut
     if unstorable(text):
         text = _UNSTORABLE.sub(_escape, text)
     if max_bytes is None or len(text) * 4 <= max_bytes:
