@@ -18,7 +18,6 @@ This table is the one place that knows the old paths; nothing of cronwarden impo
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import warnings
@@ -84,7 +83,11 @@ MOVED: dict[str, str] = {
 }
 
 
-class _AliasLoader(importlib.abc.Loader):
+# Plain classes, not importlib.abc's: that module imports importlib.resources, tempfile and more
+# (~45 ms), too much for every `import cronwarden` on a cold start.
+
+
+class _AliasLoader:
     """Loads an old path as the module at its new path (imported first if need be)."""
 
     def __init__(self, new: str) -> None:
@@ -107,7 +110,7 @@ class _AliasLoader(importlib.abc.Loader):
             module.__spec__ = self._spec
 
 
-class _AliasFinder(importlib.abc.MetaPathFinder):
+class _AliasFinder:
     """Finds the old paths of :data:`MOVED`, and nothing else."""
 
     def find_spec(
@@ -119,7 +122,7 @@ class _AliasFinder(importlib.abc.MetaPathFinder):
         new = MOVED.get(fullname)
         if new is None:
             return None
-        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(new))
+        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(new))  # type: ignore[arg-type]
 
 
 def install() -> None:

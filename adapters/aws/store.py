@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
-from cronwarden.model.errors import CommitConflict, StoreUnavailable
+from cronwarden.model.errors import CommitConflict, ContentRefused, StoreUnavailable
 from cronwarden.model.ports import (
     Create,
     Delete,
@@ -57,6 +57,7 @@ from cronwarden.model.ports import (
     Version,
     decode_json,
 )
+from cronwarden.model.text import has_surrogate, storable
 
 from ._clients import client
 from .errors import error_code, store_error
@@ -211,6 +212,14 @@ class DynamoStore(Store):
 
     # -- commits ---------------------------------------------------------------------------
     def _commit(self, ops: list[Op]) -> list[Version]:
+        for op in ops:
+            if _holds_surrogate(op):
+                # JSON on the wire: a lone surrogate is refused, or merged with a neighbour
+                # into another character (stored silently changed); refuse it here
+                raise ContentRefused(
+                    f"DynamoDB cannot hold {op.key.kind} {op.key.job}/{storable(op.key.id)}: "
+                    "it holds text that is not valid Unicode (a lone surrogate); nothing sent"
+                )
         versions: list[Version] = [None if isinstance(op, Delete) else _new_version() for op in ops]
         reads = {i for i, op in enumerate(ops) if isinstance(op, Merge) and op.maximums}
         conflicts = 0
@@ -305,6 +314,8 @@ class DynamoStore(Store):
             if error_code(exc) == "TransactionCanceledException":
                 raise _Cancelled(exc) from None
             if error_code(exc) == "ValidationException":
+                if write:  # the write's content (an item past 400 KB, text it cannot hold)
+                    raise ContentRefused(f"DynamoDB {what}: {exc}; nothing applied") from None
                 raise ValueError(f"DynamoDB {what}: {exc}") from None
             mapped = store_error(exc, write=write, what=what)
             if mapped is None:
@@ -338,7 +349,19 @@ class _Cancelled(Exception):
         retryable |= {"ProvisionedThroughputExceeded"}
         if all(code in retryable for code in codes) and codes:
             return None
+        if any(code in _CONTENT_CODES for code in codes):
+            raise ContentRefused(
+                f"DynamoDB refused the transaction for its content: {', '.join(codes)}; "
+                "nothing applied"
+            )
         raise ValueError(f"DynamoDB refused the transaction: {', '.join(codes) or self}")
+
+
+#: cancellation reasons that refuse an op's content: an item past its limits, a value DynamoDB
+#: cannot hold (``UnicodeEncodeError``: how moto reports a lone surrogate in a string)
+_CONTENT_CODES = frozenset(
+    {"ValidationError", "ItemCollectionSizeLimitExceeded", "UnicodeEncodeError"}
+)
 
 
 def _reasons_from_message(message: str) -> list[dict[str, Any]]:
@@ -433,6 +456,17 @@ def _ttl(value: Any) -> dict[str, Any] | None:
         except ValueError:
             return None
     return None
+
+
+def _holds_surrogate(op: Op) -> bool:
+    """Whether ``op``'s key or data holds a surrogate code point (see
+    :func:`~cronwarden.model.text.has_surrogate`)."""
+    if has_surrogate(op.key.job) or has_surrogate(op.key.id):
+        return True
+    data = op.fields if isinstance(op, Merge) else getattr(op, "data", None)
+    if not data:
+        return False
+    return has_surrogate(json.dumps(data, ensure_ascii=False, default=str))
 
 
 def _full_item(key: Key, data: Mapping[str, Any], version: str) -> dict[str, Any]:

@@ -96,12 +96,16 @@ def decode_name(prop: str) -> str:
 
 def _json_bytes(name: str, value: Any) -> bytes:
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise TypeError(
             f"field {name!r}: record data must be JSON values (str, int, float, bool, None, "
             f"list, dict); store datetimes as ISO text ({exc})"
         ) from exc
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 for it
+        raise TableLimitError(f"field {name!r} holds text that is not valid Unicode") from exc
 
 
 def _check_property_size(name: str, size: int, kind: str) -> None:

@@ -93,6 +93,8 @@ class TableStore(Store):
         native_types=(datetime,),  #: aware datetimes as Edm.DateTime (see ._entity)
         #: a page's ``keys`` / ``fps`` lists are one Edm.Binary property each (64 KiB limit)
         max_page_bytes=60_000,
+        #: a string property holds 64 KiB of UTF-16: 32,000 bytes of UTF-8 always fit
+        max_text_bytes=32_000,
     )
     merge_attempts = 30  #: tries of a commit whose Merge increments keep losing races
 

@@ -45,7 +45,12 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from cronwarden.model.errors import CommitConflict, CommitOutcomeUnknown, StoreUnavailable
+from cronwarden.model.errors import (
+    CommitConflict,
+    CommitOutcomeUnknown,
+    ContentRefused,
+    StoreUnavailable,
+)
 from cronwarden.model.ports import (
     ITEM,
     RUN,
@@ -275,16 +280,21 @@ class FirestoreStore(Store):
         from google.api_core import exceptions as gexc
 
         batch = self.client.batch()
-        for op in ops:
-            self._add(batch, op)
         try:
+            for op in ops:
+                self._add(batch, op)
             results = batch.commit(retry=None, timeout=self.commit_timeout)
+        except UnicodeError as exc:  # a lone surrogate: not UTF-8, so never sent
+            raise ContentRefused(
+                f"Firestore cannot hold the commit: text that is not valid Unicode ({exc}); "
+                "nothing was sent"
+            ) from exc
         except gexc.AlreadyExists as exc:
             raise self._conflict(ops, "exists", exc) from exc
         except (gexc.FailedPrecondition, gexc.NotFound) as exc:
             raise self._conflict(ops, "version", exc) from exc
         except gexc.InvalidArgument as exc:
-            raise ValueError(
+            raise ContentRefused(
                 f"Firestore refused the commit as invalid: {exc.message} (limits: 1 MiB per "
                 "record, integers within int64, no empty map keys)"
             ) from exc

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cronwarden.model.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue, QueueCapabilities
+from cronwarden.model.text import storable
 
 from ._db import BUSY_TIMEOUT_MS, Database
 
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 
 MAX_DELIVERIES_ATTRIBUTE = "cw-max-deliveries"
 _POLL_SECONDS = 0.05
+_MAX_REASON_BYTES = 200
+_MAX_DESCRIPTION_BYTES = 16_000
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -154,12 +157,13 @@ class SQLiteQueue(Queue):
                 )
         return out
 
-    def _settle(self, delivery: Delivery, what: str, sql: str, *args: object) -> bool:
+    def _settle(
+        self, delivery: Delivery, what: str, sql: str, *args: object, only_live: bool = False
+    ) -> bool:
         seq, receipt = delivery.handle
+        where = " WHERE seq = ? AND receipt = ?" + (" AND dlq = 0" if only_live else "")
         with self._db.translated(what), self._db.write() as conn:
-            return bool(
-                conn.execute(sql + " WHERE seq = ? AND receipt = ?", (*args, seq, receipt)).rowcount
-            )
+            return bool(conn.execute(sql + where, (*args, seq, receipt)).rowcount)
 
     def dead_letter_policy(self) -> DeadLetterPolicy:
         """For ``cronwarden doctor``: the dead-letter table always exists; the limit is this
@@ -185,14 +189,19 @@ class SQLiteQueue(Queue):
         )
 
     def dead_letter(self, delivery: Delivery, reason: str, description: str = "") -> None:
+        """Move the delivery to the dead letters with ``reason`` and ``description`` (made
+        storable: a NUL or a lone surrogate in a handler's error must not make this call fail
+        and leave the message to come back). A message dead-lettered already keeps its first
+        reason: a repeated call changes nothing."""
         self._settle(
             delivery,
             "dead_letter",
             "UPDATE messages SET dlq = 1, reason = ?, description = ?, dead_lettered_at = ?, "
             "receipt = NULL",
-            reason,
-            description,
+            storable(reason, _MAX_REASON_BYTES),
+            storable(description, _MAX_DESCRIPTION_BYTES),
             time.time(),
+            only_live=True,
         )
 
     def holds(self, run_key: str) -> bool:

@@ -8,7 +8,12 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from cronwarden.model.errors import CommitConflict, CommitOutcomeUnknown, StoreUnavailable
+from cronwarden.model.errors import (
+    CommitConflict,
+    CommitOutcomeUnknown,
+    ContentRefused,
+    StoreUnavailable,
+)
 from cronwarden.model.ports import (
     Create,
     Delete,
@@ -22,6 +27,7 @@ from cronwarden.model.ports import (
     apply_merge,
     decode_json,
 )
+from cronwarden.model.text import storable
 
 from ._db import BUSY_TIMEOUT_MS, CommitFailed, Database
 
@@ -72,8 +78,16 @@ class SQLiteStore(Store):
         return Record(key, json.loads(row[0]), row[1]) if row else None
 
     def _commit(self, ops: list[Op]) -> list[Version]:
-        with _unavailable_on_busy(self.path):
-            return self._write(ops)
+        try:
+            with _unavailable_on_busy(self.path):
+                return self._write(ops)
+        except (UnicodeEncodeError, sqlite3.DataError) as exc:
+            # text SQLite cannot take as UTF-8 (a lone surrogate in a record id), a value
+            # past its size limit: refused before anything was applied (rolled back)
+            raise ContentRefused(
+                f"SQLite store {self.path} cannot hold this commit ({type(exc).__name__}: "
+                f"{storable(str(exc), 300)}); nothing applied"
+            ) from exc
 
     def _write(self, ops: list[Op]) -> list[Version]:
         # The ops touch distinct records of one job (checked by the port), so reading them all
@@ -160,7 +174,10 @@ class SQLiteStore(Store):
 
 
 def _encode(data: Any) -> str:
-    return json.dumps(data, separators=(",", ":"))
+    # Not ASCII-escaped: a lone surrogate then fails the UTF-8 encoding of the statement
+    # (ContentRefused) instead of being stored as an escape that a JSON decoder merges with
+    # a neighbouring one into another character.
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
 
 def _decode_all(texts: list[str]) -> list[Any]:

@@ -22,7 +22,7 @@ import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from cronwarden.model.errors import CommitConflict
+from cronwarden.model.errors import CommitConflict, ContentRefused
 from cronwarden.model.ports import (
     Create,
     Delete,
@@ -36,6 +36,7 @@ from cronwarden.model.ports import (
     Version,
     decode_json,
 )
+from cronwarden.model.text import unstorable
 
 from .database import Database
 from .schema import quoted
@@ -91,6 +92,13 @@ class PostgresStore(Store):
             allow_nan=False,
         )
         job = ops[0].key.job
+        what = f"commit of {len(ops)} op(s) for {job}"
+        if unstorable(job) or unstorable(payload):
+            # a lone surrogate cannot be sent as UTF-8, and jsonb cannot hold NUL (\u0000)
+            raise ContentRefused(
+                f"Postgres cannot hold the {what}: it holds a NUL character or a lone "
+                "surrogate; nothing was sent"
+            )
 
         def work(conn: psycopg.Connection[Any]) -> list[Version]:
             row = self.db.execute(conn, self._sql_commit, (job, payload)).fetchone()
@@ -99,7 +107,12 @@ class PostgresStore(Store):
                 raise RuntimeError(f"commit_ops returned {len(versions)} versions for {len(ops)}")
             return [None if v is None else int(v) for v in versions]
 
-        return self.db.run(work, what=f"commit of {len(ops)} op(s) for {job}", writes=True)
+        try:
+            return self.db.run(work, what=what, writes=True)
+        except ValueError as exc:
+            if _refused_for_content(exc):
+                raise ContentRefused(str(exc)) from exc
+            raise
 
     def _query(
         self,
@@ -152,6 +165,16 @@ class PostgresStore(Store):
     def close(self) -> None:
         if self._owns_db:
             self.db.close()
+
+
+def _refused_for_content(exc: ValueError) -> bool:
+    """Whether ``exc`` is the server refusing the data itself (SQLSTATE class 22, data
+    exception: untranslatable character, a value out of range, ...), as the database's error
+    mapping reports it, or text the driver could not encode."""
+    if isinstance(exc, UnicodeError):
+        return True
+    cause = exc.__cause__
+    return str(getattr(cause, "sqlstate", None) or "").startswith("22")
 
 
 def _encode(index: int, op: Op) -> dict[str, Any]:

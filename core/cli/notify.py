@@ -11,6 +11,18 @@ import click
 TEST_JOB = "cronwarden-notify-test"
 
 
+def heartbeat_log_url(url: str, fmt: str) -> str | None:
+    """Where ``notify test`` may write to a dead-man's switch without recording a check:
+    Healthchecks.io's ``<ping URL>/log`` (an event in the check's log, status unchanged).
+    None for formats without one (Cronitor and Sentry Crons record every ping as a check)."""
+    import urllib.parse
+
+    if fmt != "healthchecks":
+        return None
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/log"))
+
+
 @click.group()
 def notify() -> None:
     """Alert channels: send a test alert through each one."""
@@ -26,16 +38,18 @@ def notify() -> None:
 )
 @click.option("--channel", "only", multiple=True, help="Test only this channel (repeatable).")
 def notify_test(config: str | None, only: tuple[str, ...]) -> None:
-    """Send a test alert through every configured channel (and ping the dead-man's switch).
+    """Send a test alert through every configured channel, and a log entry to the dead-man's
+    switch (Healthchecks ``/log``: an event that records no check, so a test never marks the
+    watcher healthy; Cronitor and Sentry have no such endpoint and are skipped, said so).
+    PagerDuty gets an ``info`` event resolved at once.
 
     Exit 1 naming each channel that failed, or when no channel besides the log is configured.
     """
     from ..model.logs import configure
     from ..model.redaction import redact
     from ..watch.alerting.channels import Channel
-    from ..watch.alerting.http import DeliveryError
+    from ..watch.alerting.http import DeliveryError, send
     from ..watch.alerting.settings import load_settings
-    from ..watch.alerting.watchdog import PingState
     from ..watch.watcher import Alert, Condition
 
     configure()
@@ -78,15 +92,32 @@ def notify_test(config: str | None, only: tuple[str, ...]) -> None:
             click.echo(f"FAILED  {channel.describe()}: {redact(f'{type(exc).__name__}: {exc}')}")
         else:
             click.echo(f"ok      {channel.describe()}")
+    tested = len(channels)
     if settings.heartbeat is not None and not only:
         name = f"heartbeat ({settings.heartbeat.format.value})"
-        try:
-            settings.heartbeat.ping(PingState.SUCCESS, f"cronwarden notify test from {host}")
-        except DeliveryError as exc:
-            failed.append("heartbeat")
-            click.echo(f"FAILED  {name}: {exc}")
+        target = heartbeat_log_url(settings.heartbeat.url, settings.heartbeat.format.value)
+        if target is None:
+            click.echo(
+                f"SKIPPED {name}: {settings.heartbeat.format.value} has no test endpoint and "
+                "any ping would record a watcher check; its URL is tested by the next check"
+            )
         else:
-            click.echo(f"ok      {name}")
+            tested += 1
+            try:
+                send(
+                    target,
+                    f"cronwarden notify test from {host}: not a check".encode(),
+                    headers={"Content-Type": "text/plain"},
+                    timeout=settings.heartbeat.timeout,
+                )
+            except DeliveryError as exc:
+                failed.append("heartbeat")
+                click.echo(f"FAILED  {name}: {exc}")
+            else:
+                click.echo(f"ok      {name}: logged to its event log, no check recorded")
+    if not tested:
+        click.echo("error: nothing could be tested: no alert channel configured", err=True)
+        sys.exit(1)
     if failed:
         click.echo(f"error: {len(failed)} channel(s) failed: {', '.join(failed)}", err=True)
         sys.exit(1)

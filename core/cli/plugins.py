@@ -33,17 +33,35 @@ def contributed() -> dict[str, EntryPoint]:
 
 
 def missing_extra(name: str, extra: str, exc: ImportError) -> click.Command:
-    """A stand-in for command ``name`` whose import failed: any use names the extra to install."""
+    """A stand-in for command ``name`` whose import failed: its ``--help`` prints (exit 0) and
+    says what to install; running it fails with the ``pip install`` line that fixes it."""
+    return _stand_in(
+        name,
+        f"`cronwarden {name}` needs the [{extra}] extra ({exc.name or exc}): "
+        f"pip install 'cronwarden[{extra}]'",
+        f"(needs: pip install 'cronwarden[{extra}]')",
+    )
 
+
+def missing_dependency(name: str, distribution: str, exc: ImportError) -> click.Command:
+    """A stand-in for command ``name`` that another package (``distribution``) contributes and
+    that failed to import: it names the package and the module it could not import."""
+    what = exc.name or str(exc)
+    return _stand_in(
+        name,
+        f"`cronwarden {name}` (from {distribution}) cannot import {what!r}: "
+        f"install what {distribution} needs ({exc})",
+        f"(from {distribution}; cannot import {what!r})",
+    )
+
+
+def _stand_in(name: str, error: str, summary: str) -> click.Command:
     @click.command(name, context_settings={"ignore_unknown_options": True})
     @click.argument("args", nargs=-1, type=click.UNPROCESSED)
     def missing(args: tuple[str, ...]) -> None:
-        raise Fail(
-            f"`cronwarden {name}` needs the [{extra}] extra ({exc.name or exc}): "
-            f"pip install 'cronwarden[{extra}]'"
-        )
+        raise Fail(error)
 
-    missing.help = f"(needs: pip install 'cronwarden[{extra}]')"
+    missing.help = summary
     return missing
 
 
@@ -64,7 +82,11 @@ class PluginGroup(click.Group):
         try:
             loaded = point.load()
         except ImportError as exc:
-            loaded = missing_extra(cmd_name, EXTRAS.get(cmd_name, cmd_name), exc)
+            distribution = point.dist.name if point.dist is not None else "cronwarden"
+            if distribution == "cronwarden":
+                loaded = missing_extra(cmd_name, EXTRAS.get(cmd_name, cmd_name), exc)
+            else:
+                loaded = missing_dependency(cmd_name, distribution, exc)
         if not isinstance(loaded, click.Command):
             raise TypeError(f"entry point {point.value!r} ({GROUP}) is not a click command")
         self.add_command(loaded, cmd_name)

@@ -1,20 +1,23 @@
 """The dashboard's ASGI application (Starlette): server-rendered pages, a JSON API with its
-OpenAPI document, and, when enabled with an access token, the redrive action.
+OpenAPI document, and, when enabled with an access token, the actions.
 
-Actions: the API takes ``Authorization: Bearer TOKEN`` (no cookie, so no cross-site request can
-carry it); the HTML forms need a session cookie obtained by posting the token to ``/login``
-(``HttpOnly``, ``SameSite=Strict``) *and* a CSRF token bound to that session in the form, and a
-cross-origin ``Origin`` header is refused. Every action is logged like its CLI twin.
+Only the configured ``Host`` values are served (anything else answers 400: a page on another
+site cannot reach the dashboard through DNS rebinding). Actions: the API takes
+``Authorization: Bearer TOKEN`` (no cookie, so no cross-site request can carry it); the HTML
+forms need a session cookie obtained by posting the token to ``/login`` (``HttpOnly``,
+``SameSite=Strict``, ending when idle, at its lifetime or at ``/logout``) *and* a CSRF token
+bound to that session in the form, and a cross-origin post is refused. No or wrong credentials
+answer 401, credentials that do not allow the request 403. Every action is logged like its CLI
+twin.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import hmac
-import secrets
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -22,79 +25,77 @@ from urllib.parse import quote
 from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData, MutableHeaders
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..jobs.definitions import JobSet
 from ..model.logs import get_logger
 from ..model.ports import DeadLetters, Store
 from ..model.redaction import redact
-from . import _window_actions, views
+from . import _banners, _window_actions, views
+from ._access import SESSION_COOKIE, Access, LoginLimiter, same_origin
 from .openapi import openapi_document
 from .views import BadRequest, Dashboard, NotFound
 
 HERE = Path(__file__).parent
-SESSION_COOKIE = "cw_session"
 MAX_REDRIVE = 100
+#: the Host values served when the caller names none
+DEFAULT_HOSTS = ("127.0.0.1", "localhost")
+SESSION_IDLE = timedelta(minutes=30)
+SESSION_LIFETIME = timedelta(hours=8)
+LOGIN_ATTEMPTS = 5  #: failed sign-ins per client ...
+LOGIN_WINDOW = timedelta(minutes=5)  #: ... within this sliding window
 SECURITY_HEADERS = {
-    "content-security-policy": "default-src 'self'; img-src 'self' data:; "
-    "frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    # no inline script or style anywhere: every script and style is a file under /static
+    "content-security-policy": "default-src 'self'; script-src 'self'; style-src 'self'; "
+    "img-src 'self' data:; object-src 'none'; frame-ancestors 'none'; form-action 'self'; "
+    "base-uri 'none'",
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
-    # same-origin, not no-referrer: with no-referrer Chromium sends "Origin: null" on form posts
-    "referrer-policy": "same-origin",
+    "referrer-policy": "no-referrer",
+    "cross-origin-opener-policy": "same-origin",
     "cache-control": "no-store",
 }
+_INTEGER = re.compile(r"-?[0-9]+")
+_AUTHENTICATE = {"www-authenticate": 'Bearer realm="cronwarden dashboard"'}
 
 
-class _Headers(BaseHTTPMiddleware):
-    async def dispatch(
-        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        response = await call_next(request)
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        return response
+class _Headers:
+    """Adds :data:`SECURITY_HEADERS` to every HTTP response, errors and refusals included
+    (a pure ASGI middleware: it wraps the host check too)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                for name, value in SECURITY_HEADERS.items():
+                    headers.setdefault(name, value)
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
-class Actions:
-    """Action access: the token, the sessions that presented it, their CSRF tokens."""
-
-    def __init__(self, token: str | None) -> None:
-        self.token = token
-        self._secret = secrets.token_bytes(32)
-        self._sessions: set[str] = set()
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.token)
-
-    def token_ok(self, presented: str | None) -> bool:
-        return bool(self.token and presented) and hmac.compare_digest(
-            str(presented).encode(), str(self.token).encode()
-        )
-
-    def open_session(self) -> str:
-        session = secrets.token_urlsafe(32)
-        self._sessions.add(session)
-        return session
-
-    def session_of(self, request: Request) -> str | None:
-        session = request.cookies.get(SESSION_COOKIE)
-        return session if session in self._sessions else None
-
-    def csrf_for(self, session: str) -> str:
-        return hmac.new(self._secret, session.encode(), hashlib.sha256).hexdigest()
-
-    def csrf_ok(self, session: str, presented: str | None) -> bool:
-        return bool(presented) and hmac.compare_digest(
-            self.csrf_for(session).encode(), str(presented).encode()
-        )
+def host_pattern(host: str) -> str:
+    """``host`` as the ``Host`` header names it: an IPv6 literal in brackets, lower case."""
+    host = host.strip().lower()
+    if ":" in host and not host.startswith("["):
+        return f"[{host}]"
+    return host
 
 
 def create_app(
@@ -104,10 +105,32 @@ def create_app(
     *,
     actions_token: str | None = None,
     clock: Callable[[], datetime] | None = None,
+    allowed_hosts: Sequence[str] = DEFAULT_HOSTS,
+    session_idle: timedelta = SESSION_IDLE,
+    session_lifetime: timedelta = SESSION_LIFETIME,
+    login_attempts: int = LOGIN_ATTEMPTS,
+    login_window: timedelta = LOGIN_WINDOW,
+    timer: Callable[[], float] = time.monotonic,
 ) -> Starlette:
-    """The dashboard over ``store`` and ``dead_letters``; actions only with ``actions_token``."""
+    """The dashboard over ``store`` and ``dead_letters``; actions only with ``actions_token``.
+
+    Serves only requests whose ``Host`` (port aside) is one of ``allowed_hosts`` (``*.domain``
+    allowed, ``*`` refused); others answer 400. Sessions end ``session_idle`` after their last
+    request or ``session_lifetime`` after sign-in; ``login_attempts`` failed sign-ins per client
+    within ``login_window`` answer 429 with ``Retry-After`` until the oldest ages out. ``timer``
+    (monotonic seconds) times sessions and sign-ins; ``clock`` is the pages' "now".
+    """
+    hosts = [host_pattern(h) for h in allowed_hosts]
+    if not hosts or "*" in hosts:
+        raise ValueError("allowed_hosts must name the served hosts; '*' would serve any Host")
     dash = Dashboard(jobs, store, dead_letters, clock or (lambda: datetime.now(UTC)))
-    actions = Actions(actions_token)
+    access = Access(
+        actions_token,
+        idle=session_idle.total_seconds(),
+        lifetime=session_lifetime.total_seconds(),
+        timer=timer,
+    )
+    limiter = LoginLimiter(login_attempts, login_window.total_seconds(), timer)
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.globals["state_label"] = _STATE_LABELS.get
     templates.env.globals["glyph"] = lambda state: _GLYPHS.get(state, "?")
@@ -117,11 +140,12 @@ def create_app(
     log = get_logger("dashboard")
 
     def page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
-        session = actions.session_of(request)
+        session = access.session_of(request)
         context.update(
-            actions_enabled=actions.enabled,
+            actions_enabled=access.enabled,
             signed_in=session is not None,
-            csrf=actions.csrf_for(session) if session else "",
+            csrf=access.csrf_for(session) if session else "",
+            banner=_banners.banner(request.query_params, MAX_REDRIVE),
         )
         return templates.TemplateResponse(request, name, context, status_code=status)
 
@@ -143,22 +167,37 @@ def create_app(
             return page(request, "error.html", {"status": status, "message": redact(text)}, status)
         return JSONResponse({"error": redact(text)}, status_code=status)
 
+    async def http_error(request: Request, exc: Exception) -> Response:
+        """Starlette's own refusals (no route 404, wrong method 405, a malformed form 400):
+        JSON under /api/, the error page elsewhere."""
+        assert isinstance(exc, HTTPException)
+        html = not request.url.path.startswith("/api/")
+        response = _error(request, exc.status_code, str(exc.detail), html)
+        response.headers.update(exc.headers or {})
+        return response
+
+    def _param(request: Request, name: str) -> str | None:
+        """A query parameter. The pages' filter forms send an empty value for "any"; the API
+        takes an empty value as given (its document has no empty state or limit: 400)."""
+        value = request.query_params.get(name)
+        if value == "" and not request.url.path.startswith("/api/"):
+            return None
+        return value
+
     def _int(request: Request, name: str, default: int) -> int:
-        text = request.query_params.get(name)
-        if text is None or text == "":
+        text = _param(request, name)
+        if text is None:
             return default
-        try:
-            return int(text)
-        except ValueError:
-            raise BadRequest(f"{name} must be an integer") from None
+        if not _INTEGER.fullmatch(text):  # int() would take " 5", "+5" and "1_000" too
+            raise BadRequest(f"{name} must be an integer")
+        return int(text)
 
     def _overview(request: Request) -> dict[str, Any]:
-        q = request.query_params
         return views.overview(
             dash,
-            owner=q.get("owner") or None,
-            tag=q.get("tag") or None,
-            state=q.get("state") or None,
+            owner=_param(request, "owner"),
+            tag=_param(request, "tag"),
+            state=_param(request, "state"),
             limit=_int(request, "limit", 1000),
         )
 
@@ -192,8 +231,49 @@ def create_app(
 
         return guarded(endpoint, html=True)
 
+    def api_refusal(request: Request) -> Response | None:
+        """403 when actions are off, 401 without the bearer token; None when allowed."""
+        if not access.enabled:
+            return JSONResponse({"error": "actions are disabled on this dashboard"}, 403)
+        if not access.bearer_ok(request):
+            return JSONResponse(
+                {"error": "a valid access token is required (Authorization: Bearer TOKEN)"},
+                401,
+                headers=_AUTHENTICATE,
+            )
+        return None
+
+    async def form_gate(request: Request) -> Response | tuple[str, FormData]:
+        """The session and form of an action form post, or the refusal: 403 when actions are
+        off, 401 without a live session, 403 for a missing or wrong CSRF token or another
+        site's post."""
+        if not access.enabled:
+            return _error(request, 403, "actions are disabled on this dashboard", True)
+        session = access.session_of(request)
+        if session is None:
+            return _error(
+                request, 401, "sign in with the access token first (or again: sessions end)", True
+            )
+        form = await request.form()
+        if not same_origin(request) or not access.csrf_ok(session, str(form.get("csrf", ""))):
+            return _error(
+                request, 403, "the form's CSRF token is missing or wrong, or it came from "
+                "another site", True,
+            )  # fmt: skip
+        return session, form
+
+    async def json_body(request: Request, example: str) -> dict[str, Any]:
+        try:
+            body = await request.json()
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the stack
+            body = None
+        if not isinstance(body, dict):
+            raise BadRequest(f"the body must be a JSON object like {example}")
+        return body
+
     def redrive(limit: int, actor: str) -> int:
-        assert dead_letters is not None
+        if dead_letters is None:
+            raise BadRequest("this dashboard has no dead-letter queue to redrive")
         moved = dead_letters.redrive(limit)
         log.info(
             "redrove %d message(s) (dashboard, limit %d)",
@@ -203,49 +283,33 @@ def create_app(
         )
         return moved
 
-    def _limit_of(value: Any) -> int:
-        try:
-            limit = int(value)
-        except (TypeError, ValueError):
-            raise BadRequest("limit must be an integer") from None
+    def _limit_in_range(limit: int) -> int:
         if not 1 <= limit <= MAX_REDRIVE:
             raise BadRequest(f"limit must be between 1 and {MAX_REDRIVE}")
         return limit
 
     async def api_redrive(request: Request) -> Response:
-        if not actions.enabled or dead_letters is None:
-            return JSONResponse({"error": "actions are disabled on this dashboard"}, 403)
-        auth = request.headers.get("authorization", "")
-        scheme, _, presented = auth.partition(" ")
-        if scheme.lower() != "bearer" or not actions.token_ok(presented.strip()):
-            return JSONResponse({"error": "a valid access token is required"}, 401)
-        try:
-            body = await request.json()
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            raise BadRequest('the body must be a JSON object like {"limit": 1}')
-        moved = await run_in_threadpool(redrive, _limit_of(body.get("limit", 1)), "api")
+        refused = api_refusal(request)
+        if refused is not None:
+            return refused
+        body = await json_body(request, '{"limit": 1}')
+        if "limit" not in body:
+            raise BadRequest("limit is required")
+        limit = body["limit"]
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise BadRequest("limit must be an integer")
+        moved = await run_in_threadpool(redrive, _limit_in_range(limit), "api")
         return JSONResponse({"redriven": moved})
 
-    def _same_origin(request: Request) -> bool:
-        origin = request.headers.get("origin")
-        if origin is None or origin == "null":
-            return origin is None
-        host = request.headers.get("host", "")
-        return origin.split("://", 1)[-1] == host
-
     async def form_redrive(request: Request) -> Response:
-        if not actions.enabled or dead_letters is None:
-            return _error(request, 403, "actions are disabled on this dashboard", True)
-        session = actions.session_of(request)
-        form = await request.form()
-        if session is None:
-            return _error(request, 401, "sign in with the access token first", True)
-        if not _same_origin(request) or not actions.csrf_ok(session, str(form.get("csrf", ""))):
-            return _error(request, 403, "the form's CSRF token is missing or wrong", True)
-        moved = await run_in_threadpool(redrive, _limit_of(form.get("limit", 1)), "form")
-        return RedirectResponse(f"/dead-letters?redriven={moved}", status_code=303)
+        gate = await form_gate(request)
+        if isinstance(gate, Response):
+            return gate
+        text = str(gate[1].get("limit", "")).strip()
+        if not text.isascii() or not text.isdigit():
+            raise BadRequest("limit must be a whole number")
+        moved = await run_in_threadpool(redrive, _limit_in_range(int(text)), "form")
+        return RedirectResponse(f"/dead-letters?done=redriven&moved={moved}", status_code=303)
 
     def act(name: str, body: dict[str, Any], actor: str) -> dict[str, Any]:
         return _window_actions.perform(
@@ -256,60 +320,73 @@ def create_app(
         name = request.path_params["action"]
         if name not in _window_actions.NAMES:
             raise NotFound(f"no action {name!r}")
-        if not actions.enabled:
-            return JSONResponse({"error": "actions are disabled on this dashboard"}, 403)
-        auth = request.headers.get("authorization", "")
-        scheme, _, presented = auth.partition(" ")
-        if scheme.lower() != "bearer" or not actions.token_ok(presented.strip()):
-            return JSONResponse({"error": "a valid access token is required"}, 403)
-        try:
-            body = await request.json()
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            raise BadRequest('the body must be a JSON object like {"job": "J"}')
+        refused = api_refusal(request)
+        if refused is not None:
+            return refused
+        body = await json_body(request, '{"job": "J"}')
         return JSONResponse(await run_in_threadpool(act, name, body, "dashboard:api"))
 
     async def form_action(request: Request) -> Response:
         name = request.path_params["action"]
         if name not in _window_actions.NAMES:
             raise NotFound(f"no action {name!r}")
-        if not actions.enabled:
-            return _error(request, 403, "actions are disabled on this dashboard", True)
-        session = actions.session_of(request)
-        form = await request.form()
-        if session is None:
-            return _error(request, 403, "sign in with the access token first", True)
-        if not _same_origin(request) or not actions.csrf_ok(session, str(form.get("csrf", ""))):
-            return _error(request, 403, "the form's CSRF token is missing or wrong", True)
-        body = {k: str(v) for k, v in form.items() if k != "csrf"}
+        gate = await form_gate(request)
+        if isinstance(gate, Response):
+            return gate
+        body = {k: str(v) for k, v in gate[1].items() if k != "csrf"}
         done = await run_in_threadpool(act, name, body, "dashboard:form")
         job = body.get("job", "")
-        return RedirectResponse(
-            f"/jobs/{quote(job, safe='')}?done={quote(str(done.get('text', name)))}",
-            status_code=303,
-        )
+        code = _banners.action_code(name, done)
+        return RedirectResponse(f"/jobs/{quote(job, safe='')}?done={code}", status_code=303)
+
+    def _client(request: Request) -> str:
+        return request.client.host if request.client else "unknown"
 
     async def login(request: Request) -> Response:
-        if not actions.enabled:
+        if not access.enabled:
             return _error(request, 403, "actions are disabled on this dashboard", True)
         if request.method == "GET":
             return page(request, "login.html", {})
+        wait = limiter.retry_after(_client(request))
+        if wait is not None:
+            response = page(request, "login.html", {"retry_after": wait}, 429)
+            response.headers["retry-after"] = str(wait)
+            return response
         form = await request.form()
-        if not _same_origin(request) or not actions.token_ok(str(form.get("token", ""))):
+        if not same_origin(request):
+            return _error(request, 403, "a sign-in posted from another site is refused", True)
+        if not access.token_ok(str(form.get("token", ""))):
+            limiter.failed(_client(request))
             return page(request, "login.html", {"failed": True}, 401)
-        response = RedirectResponse("/dead-letters", status_code=303)
+        previous = access.session_of(request)
+        if previous is not None:
+            access.close_session(previous)
+        response = RedirectResponse("/dead-letters?done=signed-in", status_code=303)
         response.set_cookie(
             SESSION_COOKIE,
-            actions.open_session(),
+            access.open_session(),
+            max_age=int(access.lifetime),
             httponly=True,
             samesite="strict",
             secure=request.url.scheme == "https",
         )
         return response
 
+    async def logout(request: Request) -> Response:
+        session = access.session_of(request)
+        if session is not None:
+            form = await request.form()
+            if not same_origin(request) or not access.csrf_ok(session, str(form.get("csrf", ""))):
+                return _error(request, 403, "the form's CSRF token is missing or wrong", True)
+            access.close_session(session)
+        response = RedirectResponse("/?done=signed-out", status_code=303)
+        response.delete_cookie(
+            SESSION_COOKIE, httponly=True, samesite="strict", secure=request.url.scheme == "https"
+        )
+        return response
+
     async def openapi(request: Request) -> Response:
-        return JSONResponse(openapi_document(actions.enabled))
+        return JSONResponse(openapi_document(access.enabled))
 
     routes = [
         Route("/", html(_overview, "overview.html")),
@@ -318,6 +395,7 @@ def create_app(
         Route("/dead-letters", html(_letters, "dead_letters.html")),
         Route("/dead-letters/{message_id}", html(_letter, "dead_letter.html")),
         Route("/login", guarded(login, html=True), methods=["GET", "POST"]),
+        Route("/logout", guarded(logout, html=True), methods=["POST"]),
         Route("/actions/redrive", guarded(form_redrive, html=True), methods=["POST"]),
         Route("/api/overview", api(_overview)),
         Route("/api/jobs/{job}/timeline", api(_timeline)),
@@ -330,7 +408,15 @@ def create_app(
         Route("/api/openapi.json", openapi),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(_Headers)])
+    middleware = [
+        Middleware(_Headers),
+        Middleware(TrustedHostMiddleware, allowed_hosts=hosts, www_redirect=False),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: http_error},
+    )
 
 
 _STATE_LABELS = {

@@ -155,6 +155,13 @@ def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
+#: no or a wrong bearer token (every action); a missing token is a 401 too, never a 403
+_UNAUTHORIZED = {
+    **_json(_ERROR, "no or a wrong access token"),
+    "headers": {"WWW-Authenticate": {"required": True, "schema": {"type": "string"}}},
+}
+
+
 def _path(name: str, description: str) -> dict[str, Any]:
     return {
         "name": name,
@@ -209,8 +216,8 @@ def openapi_document(actions_enabled: bool) -> dict[str, Any]:
             _TIMELINE,
             [
                 _path("job", "job name"),
-                _query("start", {"type": "string", "format": "date-time"}, "first window"),
-                _query("end", {"type": "string", "format": "date-time"}, "last window"),
+                _query("start", {"type": "string"}, "first window, like 2026-01-20T00:00Z"),
+                _query("end", {"type": "string"}, "last window, like 2026-01-20T12:00Z"),
             ],
             ("400", "404"),
         ),
@@ -247,8 +254,8 @@ def openapi_document(actions_enabled: bool) -> dict[str, Any]:
                 },
                 "responses": {
                     "200": _json(_obj(["redriven"], redriven={"type": "integer"})),
-                    "400": _json(_ERROR, "error"),
-                    "401": _json(_ERROR, "no or a wrong access token"),
+                    "400": _json(_ERROR, "a bad body, or no dead-letter queue to redrive"),
+                    "401": _UNAUTHORIZED,
                     "403": _json(_ERROR, "actions disabled"),
                 },
             }
@@ -289,7 +296,8 @@ def _action(summary: str, required: list[str]) -> dict[str, Any]:
             "responses": {
                 "200": _json(_obj(["text"], text={"type": "string"})),
                 "400": _json(_ERROR, "refused: the message says why"),
-                "403": _json(_ERROR, "actions disabled, or no or a wrong access token"),
+                "401": _UNAUTHORIZED,
+                "403": _json(_ERROR, "actions disabled"),
                 "404": _json(_ERROR, "unknown job"),
             },
         }

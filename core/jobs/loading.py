@@ -53,9 +53,14 @@ def provider_from_env(name: str | None = None, **options: Any) -> Provider:
 
 
 def load_module(target: str) -> ModuleType:
-    """Import a job module from a dotted name (``app.jobs``) or a file path (``jobs.py``)."""
+    """Import a job module from a dotted name (``app.jobs``) or a file path (``jobs.py``).
+
+    A directory is neither: naming one raises a :class:`ConfigurationError` that says so and
+    names the files inside it that may have been meant (``jobs.py``, ``__init__.py``)."""
     if target.endswith(".py") or os.sep in target or "/" in target:
         path = os.path.abspath(target)
+        if os.path.isdir(path):
+            raise _directory_error(target, path)
         if not os.path.isfile(path):
             raise ConfigurationError(f"job module file {target!r} does not exist")
         name = "cronwarden_jobs_" + os.path.splitext(os.path.basename(path))[0].replace("-", "_")
@@ -71,11 +76,32 @@ def load_module(target: str) -> ModuleType:
         _run_user_code(lambda: loader.exec_module(module), target)
         return module
     try:
-        return _run_user_code(lambda: importlib.import_module(target), target)
+        module = _run_user_code(lambda: importlib.import_module(target), target)
     except ModuleNotFoundError as exc:
         if exc.name and target.split(".")[0] == exc.name.split(".")[0]:
             raise ConfigurationError(f"cannot import job module {target!r}: {exc}") from exc
         raise
+    folder = os.path.abspath(target.replace(".", os.sep))
+    if getattr(module, "__file__", None) is None and os.path.isdir(folder):
+        # A folder without __init__.py imports as an empty namespace package: no jobs, no error.
+        raise _directory_error(target, folder)
+    return module
+
+
+def _directory_error(target: str, path: str) -> ConfigurationError:
+    """The one line for a job module that names a directory: what it is, what is expected, and
+    what inside it may have been meant."""
+    shown = target.rstrip("/" + os.sep)
+    meant = [
+        os.path.join(shown, name)
+        for name in ("jobs.py", "__init__.py")
+        if os.path.isfile(os.path.join(path, name))
+    ]
+    hint = f"; did you mean {' or '.join(repr(m) for m in meant)}?" if meant else ""
+    return ConfigurationError(
+        f"job module {target!r} is a directory; expected a .py file (like jobs.py) "
+        f"or a dotted module name (like app.jobs){hint}"
+    )
 
 
 def _run_user_code(load: Callable[[], _T], target: str) -> _T:

@@ -27,13 +27,15 @@ class UnknownJob(MalformedRunRequest):
 
 
 class StoreError(CronwardenError):
-    """Base of the three outcomes every store adapter maps its SDK's failures to.
+    """Base of the outcomes every store adapter maps its SDK's failures to.
 
     * :class:`CommitConflict`: a precondition failed; nothing was applied.
     * :class:`StoreUnavailable`: the store could not be reached; nothing was applied, so the
       same write may be sent again as it is.
     * :class:`CommitOutcomeUnknown`: the write may or may not have been applied (a timeout or a
       connection reset after the request was sent); read back before assuming either way.
+    * :class:`ContentRefused`: the backend cannot hold what the commit carries (text, size);
+      nothing was applied and resending cannot help.
     """
 
 
@@ -59,6 +61,17 @@ class CommitOutcomeUnknown(StoreUnavailable):
     """The commit **may have been applied** (timeout, reset after send): read back what it wrote
     before assuming either way. A subclass of :class:`StoreUnavailable` so callers that only know
     "the store failed" keep working."""
+
+
+class ContentRefused(StoreError, ValueError):
+    """The store refused a commit for its **content**, not its state: text it cannot hold (a
+    NUL character, a lone surrogate), a value or record past its size limits. Nothing was
+    applied, and sending the same write again can never help.
+
+    Each adapter maps its driver's "content refused" errors to this one type (a
+    ``ValueError`` too, as such refusals were before); the engine treats it as permanent: the
+    run is dead-lettered at once with the reason ``ContentRefused``.
+    """
 
 
 class RunInterrupted(CronwardenError):

@@ -99,6 +99,10 @@ class StoreCapabilities:
     one record: the backend's record and field size limits less a margin (Table Storage 64 KiB
     per property, DynamoDB 400 KB items, Firestore 1 MiB documents). A claimed batch that
     would not fit is split into several pages.
+    ``max_text_bytes``: the longest text (UTF-8 bytes) the engine writes into one field from
+    text it did not write itself (a handler's error, a traceback): the backend's field or
+    property limit less a margin (Table Storage 64 KiB of UTF-16 per property). Such text is
+    also made storable (:func:`cronwarden.model.text.storable`) before it is committed.
     """
 
     max_commit_ops: int = 500
@@ -106,6 +110,7 @@ class StoreCapabilities:
     atomic_maximum: bool = True
     native_types: tuple[type, ...] = ()
     max_page_bytes: int = 256_000
+    max_text_bytes: int = 64_000
 
 
 @dataclass(frozen=True)
@@ -271,6 +276,10 @@ class Store(abc.ABC):
     was
       lost (deadline exceeded, connection reset); the commit may have applied. A subclass of
       ``StoreUnavailable``.
+    * :class:`~cronwarden.model.errors.ContentRefused`: the backend cannot hold what the commit
+      carries (a NUL character or a lone surrogate it refuses, a value or record past its size
+      limits); nothing was applied and resending cannot help. Text is never stored changed:
+      held exactly, or refused.
     """
 
     capabilities: StoreCapabilities = StoreCapabilities()

@@ -281,6 +281,25 @@ class LockRecord:
         )
 
 
+#: run record field (kept in ``RunRecord.extra``): the reason the run was dead-lettered with
+#: (``MaxAttemptsExceeded``, ``PermanentError``, ``ContentRefused``), so that a delivery that
+#: finds it dead-lettered already sends the first reason to the dead-letter queue again
+DEAD_LETTER_REASON = "dead_letter_reason"
+
+
+def dead_letter_reason_of(run: RunRecord, max_attempts: int) -> str:
+    """The reason a dead-lettered ``run`` was dead-lettered with: the recorded one, or for a
+    record written before it was recorded, what its attempts say."""
+    recorded = run.extra.get(DEAD_LETTER_REASON)
+    if isinstance(recorded, str) and recorded:
+        return recorded
+    return (
+        "MaxAttemptsExceeded"
+        if run.attempt - run.budget_start >= max_attempts
+        else ("PermanentError")
+    )
+
+
 # -- status ---------------------------------------------------------------------------------
 #: status fields the engine keeps as counters (Merge increments)
 CONSECUTIVE_FAILURES = "consecutive_failures"

@@ -68,6 +68,9 @@ class Outcome:
     reason: str = ""  #: machine-readable reason (dead-letter reason, skip reason)
     detail: str = ""  #: redacted human text
     counters: dict[str, int] = field(default_factory=dict)
+    #: a DEAD_LETTERED outcome of a run found dead-lettered already (``AlreadyDeadLettered``):
+    #: the reason it was first dead-lettered with, which its letter carries again
+    dead_letter_reason: str = ""
 
     @property
     def settle(self) -> Settle:
@@ -123,7 +126,9 @@ def verdict_for(outcome: Outcome, *, in_progress_retries: bool = False) -> Verdi
       own push has timed out, so this delivery must stay to carry the run, and a delayed copy
       would only be pushed early and bounced until due.
     * ``failed`` / ``lease_lost``: RETRY after the outcome's delay (a counted attempt).
-    * ``dead_lettered`` / ``rejected``: DEAD_LETTER with the outcome's reason and detail.
+    * ``dead_lettered`` / ``rejected``: DEAD_LETTER with the outcome's reason and detail (for
+      a run found dead-lettered already, the reason it was first dead-lettered with: a letter
+      sent again carries the true first reason, whatever became of the first call).
     * everything else (succeeded, duplicate, skipped, overlap_failed): ACK.
     """
 
@@ -136,7 +141,7 @@ def verdict_for(outcome: Outcome, *, in_progress_retries: bool = False) -> Verdi
         reason = outcome.reason or kind.value
         return Verdict.retry(outcome.delay, reason=reason, detail=outcome.detail)
     if kind in (OutcomeKind.DEAD_LETTERED, OutcomeKind.REJECTED):
-        return Verdict.dead_letter(outcome.reason, outcome.detail)
+        return Verdict.dead_letter(outcome.dead_letter_reason or outcome.reason, outcome.detail)
     return Verdict.ack(kind.value)
 
 

@@ -43,6 +43,7 @@ from ..model.records import (
     WINDOWS_RECORDED,
     LockRecord,
     RunRecord,
+    dead_letter_reason_of,
     lock_key_of,
     run_key_of,
     status_excused,
@@ -88,6 +89,8 @@ class Refusal:
     delay: float = 0.0
     reason: str = ""
     detail: str = ""
+    #: a run found dead-lettered already: the reason it was first dead-lettered with
+    dead_letter_reason: str = ""
 
 
 @dataclass
@@ -340,7 +343,12 @@ class Claimer:
                     reason="AlreadyDeadLettered",
                     state=run.state.value,
                 )
-                return Refusal(Refused.DEAD_LETTERED, reason="AlreadyDeadLettered", detail=detail)
+                return Refusal(
+                    Refused.DEAD_LETTERED,
+                    reason="AlreadyDeadLettered",
+                    detail=detail,
+                    dead_letter_reason=dead_letter_reason_of(run, job.retry.max_attempts),
+                )
             excused_fire = run.state is RunState.EXCUSED and _refire(request.reason) and not redrive
             rerun = redrive > run.redrive  # a re-run / redrive is a newer generation
             if (run.state is RunState.SUCCEEDED and not rerun) or excused_fire:

@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from ..jobs.definitions import Job, JobSet
 from ..model.errors import (
     Cancelled,
+    ContentRefused,
     LeaseLost,
     MalformedRunRequest,
     PermanentError,
@@ -35,6 +36,7 @@ from ..model.logs import RunLogger, get_logger
 from ..model.ports import Merge, Op, Store
 from ..model.records import (
     CONSECUTIVE_FAILURES,
+    DEAD_LETTER_REASON,
     LAST_SUCCESS_WINDOW_TS,
     QUARANTINED,
     WINDOWS_OPEN,
@@ -51,11 +53,15 @@ from ..model.runs import RunRequest, RunState, format_window, new_run_id
 from ..model.settlement import Outcome as Outcome
 from ..model.settlement import OutcomeKind as OutcomeKind
 from ..model.settlement import Settle as Settle  # re-exported: its old home
+from ..model.text import storable
 from .baseline import baseline_fields
 from .claiming import Claim, Claimer, Refusal
 from .context import RunContext, RunInfo
 from .lease import Clock, Lease, LeaseKeeper
 from .ledger import WORST_ITEM_BYTES, Ledger, Uncertain
+
+#: the dead-letter reason of a run whose result (or claim) the store refused for its content
+_CONTENT_REFUSED = "ContentRefused"
 
 
 def utcnow() -> datetime:
@@ -173,7 +179,26 @@ class Engine:
                 return Outcome(
                     OutcomeKind.SKIPPED, request.run_key, reason="waiting_on", detail=waiting
                 )
-        claimed = self.claim(job, request, run_id=run_id, redrive=redrive, log=log, after=after)
+        try:
+            claimed = self.claim(job, request, run_id=run_id, redrive=redrive, log=log, after=after)
+        except ContentRefused as exc:  # the request's own content (its payload): never storable
+            text = self._text(snippet(exc, self.settings.error_snippet_chars))
+            log.event(
+                logging.ERROR,
+                "run.dead_lettered",
+                f"{job.name}: {request.run_key} dead-lettered: the store refused its claim for "
+                f"its content: {text}",
+                reason=_CONTENT_REFUSED,
+                error_type=type(exc).__name__,
+                attempts=0,
+            )
+            return Outcome(
+                OutcomeKind.DEAD_LETTERED,
+                request.run_key,
+                run_id,
+                reason=_CONTENT_REFUSED,
+                detail=f"the store refused the claim for its content: {text}",
+            )
         if isinstance(claimed, Outcome):
             return claimed
         return self._run(job, request, claimed, log, on_renew)
@@ -206,6 +231,7 @@ class Engine:
                 delay=claimed.delay,
                 reason=claimed.reason,
                 detail=claimed.detail,
+                dead_letter_reason=claimed.dead_letter_reason,
             )
         return claimed
 
@@ -365,7 +391,11 @@ class Engine:
         status = Merge(status_key_of(job.name), fields, closed, maximums=maximums)
         # completion events of dependents ride in this commit (the outbox: no round trip)
         outbox = self._outbox(job, request, now)
-        if not self._record(job, request, lease, run, status, ledger, log, outbox):
+        try:
+            recorded = self._record(job, request, lease, run, status, ledger, log, outbox)
+        except ContentRefused as exc:
+            return self._refused(job, request, ctx, lease, exc, duration_ms, log)
+        if not recorded:
             return self._lease_lost(job, request, ctx)
         if quarantined:
             shown = ", ".join(quarantined[:20]) + (" …" if len(quarantined) > 20 else "")
@@ -463,10 +493,19 @@ class Engine:
         now = self.now()
         claimed = lease.run
         used = claimed.attempt - claimed.budget_start
-        permanent = isinstance(error, PermanentError)
+        refused = isinstance(error, ContentRefused)  # a ledger batch or checkpoint refused
+        permanent = refused or isinstance(error, PermanentError)
         exhausted = used >= job.retry.max_attempts
-        text = snippet(error, self.settings.error_snippet_chars)
+        text = self._text(snippet(error, self.settings.error_snippet_chars))
         state = RunState.DEAD_LETTERED if (permanent or exhausted) else RunState.FAILED
+        reason = "PermanentError" if permanent else "MaxAttemptsExceeded"
+        if refused:
+            reason = _CONTENT_REFUSED
+        extra = (
+            {**claimed.extra, DEAD_LETTER_REASON: reason}
+            if state is RunState.DEAD_LETTERED
+            else claimed.extra
+        )
         run = claimed.with_(
             state=state,
             finished_at=now,
@@ -474,18 +513,22 @@ class Engine:
             counters=ctx.counters,
             error=text,
             quarantined=sorted(set(ledger.quarantined)),
-            traceback=traceback_tail(error),
+            traceback=self._text(traceback_tail(error)),
+            extra=extra,
         )
         status = Merge(
             status_key_of(job.name),
-            status_failed(run, state, now, duration_ms, text, type(error).__name__),
+            status_failed(run, state, now, duration_ms, text, self._text(type(error).__name__)),
             {CONSECUTIVE_FAILURES: 1},
         )
-        if not self._record(job, request, lease, run, status, ledger, log):
+        try:
+            recorded = self._record(job, request, lease, run, status, ledger, log)
+        except ContentRefused as exc:
+            return self._refused(job, request, ctx, lease, exc, duration_ms, log)
+        if not recorded:
             return self._lease_lost(job, request, ctx)
         interrupted = isinstance(error, RunInterrupted)
         if state is RunState.DEAD_LETTERED:
-            reason = "PermanentError" if permanent else "MaxAttemptsExceeded"
             log.event(
                 logging.ERROR,
                 "run.dead_lettered",
@@ -523,6 +566,66 @@ class Engine:
             delay=delay,
             reason=type(error).__name__,
             detail=text,
+        )
+
+    def _text(self, text: str) -> str:
+        """``text`` (not written by cronwarden: an error message, a traceback, command output)
+        as text this store can hold."""
+        return storable(text, self.store.capabilities.max_text_bytes)
+
+    def _refused(
+        self,
+        job: Job,
+        request: RunRequest,
+        ctx: RunContext,
+        lease: Lease,
+        refusal: ContentRefused,
+        duration_ms: int,
+        log: RunLogger,
+    ) -> Outcome:
+        """The run's result was refused by the store for its content (a counter name, a
+        checkpoint, a ledger page it cannot hold): retrying cannot help, so the run is
+        dead-lettered (reason ``ContentRefused``) with a record of the engine's own text only,
+        without the refused parts (counters, ledger marks, outbox). Raises when even that is
+        refused (the store is then broken, not the run)."""
+        now = self.now()
+        text = self._text(snippet(refusal, self.settings.error_snippet_chars))
+        state = RunState.DEAD_LETTERED
+        run = lease.run.with_(
+            state=state,
+            finished_at=now,
+            duration_ms=duration_ms,
+            counters={},
+            error=text,
+            traceback=None,
+            extra={**lease.run.extra, DEAD_LETTER_REASON: _CONTENT_REFUSED},
+        )
+        status = Merge(
+            status_key_of(job.name),
+            status_failed(run, state, now, duration_ms, text, _CONTENT_REFUSED),
+            {CONSECUTIVE_FAILURES: 1},
+        )
+        try:
+            lease.finish(run, status)
+        except LeaseLost:
+            return self._lease_lost(job, request, ctx)
+        used = lease.run.attempt - lease.run.budget_start
+        log.event(
+            logging.ERROR,
+            "run.dead_lettered",
+            f"{job.name}: {request.run_key} dead-lettered: the store refused its result for "
+            f"its content: {text}",
+            reason=_CONTENT_REFUSED,
+            error_type=type(refusal).__name__,
+            attempts=used,
+            duration_ms=duration_ms,
+        )
+        return Outcome(
+            OutcomeKind.DEAD_LETTERED,
+            request.run_key,
+            ctx.run_id,
+            reason=_CONTENT_REFUSED,
+            detail=f"{used} attempt(s); the store refused the result for its content: {text}",
         )
 
     def _record(

@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from itertools import repeat
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ..model.errors import FingerprintMismatch
+from ..model.errors import ContentRefused, FingerprintMismatch
 from ..model.ports import ITEM, Key, Merge, Op, Record, Store
 from ..model.records import (
     CARRIED,
@@ -49,6 +49,7 @@ from ..model.records import (
     page_key_of,
 )
 from ..model.runs import fingerprint
+from ..model.text import storable, unstorable
 
 T = TypeVar("T")
 MAX_ITEM_KEY_CHARS = 200
@@ -237,6 +238,7 @@ class Ledger:
                 type(item_key) is not str
                 or not 0 < len(item_key) <= MAX_ITEM_KEY_CHARS
                 or item_key.startswith(PAGE_TAG)
+                or unstorable(item_key)
             ):
                 item_key = valid_key(item_key)  # raises for a key it refuses
             if item_key in seen:
@@ -549,6 +551,14 @@ def valid_key(raw: Any) -> str:
         raise ValueError(f"item keys must not start with {PAGE_TAG!r} (ledger pages use it)")
     if len(text) > MAX_ITEM_KEY_CHARS:
         raise ValueError(f"item key {text[:40]!r}… is over {MAX_ITEM_KEY_CHARS} characters")
+    if unstorable(text):
+        # escaping would let two keys share a ledger entry (and an idempotency key); refused
+        # on every store alike, so a job that passes on one cannot strand a window on another
+        raise ContentRefused(
+            f"item key {storable(text[:40])!r} holds a NUL character or a lone surrogate, "
+            "which not every store can hold (decode file names with errors='replace', or key "
+            "items by a digest)"
+        )
     return text
 
 

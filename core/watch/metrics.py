@@ -8,24 +8,38 @@ The engine logs every run transition as an event (``run.started``, ``run.complet
 ``run.overlap``, ``run.rejected``) with ``job``, ``run_key``, ``run_id`` and ``duration_ms``;
 :class:`RunTelemetry` is a :class:`logging.Handler` that turns them into:
 
-=============================== ========= ===============================================
-``cronwarden.runs``             counter   finished attempts, by ``job`` and ``outcome``
-                                          (succeeded, suspicious: succeeded but broke its
-                                          expectations, failed, dead_lettered, lease_lost)
-``cronwarden.run.duration``     histogram seconds, by ``job`` and ``outcome``
-``cronwarden.run.skips``        counter   refused deliveries, by ``job`` and ``reason``
-                                          (lock_held, duplicate, in_progress, deferred, …)
-``cronwarden.runs.in_flight``   up-down   runs started and not finished in this process
-=============================== ========= ===============================================
+===================================== ========= =================================================
+``cronwarden.runs``                   counter   finished attempts, by ``cronwarden.job`` and
+                                                ``outcome`` (succeeded, suspicious: succeeded but
+                                                broke its expectations, failed, dead_lettered,
+                                                lease_lost)
+``cronwarden.run.duration``           histogram seconds, by ``cronwarden.job`` and ``outcome``;
+                                                buckets :data:`DURATION_BUCKETS` (100 ms to 6 h)
+``cronwarden.run.skips``              counter   refused deliveries, by ``cronwarden.job`` and
+                                                ``reason`` (lock_held, duplicate, in_progress, …)
+``cronwarden.runs.in_flight``         up-down   runs started and not finished in this process
+``cronwarden.last_success.timestamp`` gauge     Unix seconds of the job's last success
+===================================== ========= =================================================
 
 and one span per attempt named after the job, following the FaaS semantic conventions
 (``faas.trigger`` timer for scheduled and catch-up windows, else other; ``faas.invocation_id``
 the run id; ``faas.time`` the window; ``faas.cron``; ``faas.coldstart`` on the first run of the
 process), status ERROR with ``error.type`` when the attempt failed.
 
+The job is the attribute ``cronwarden.job`` (Prometheus: label ``cronwarden_job``), never
+``job``: Prometheus reserves ``job`` for the scrape target and would rename ours
+``exported_job``. Given the declared jobs, every counter starts at 0 for every job and
+outcome (and known skip reason), so ``increase(...)`` sees the first failure.
+
 :class:`WatcherMetrics` is a watcher hook (``Watcher(hooks=[...])``) recording after each check
 ``cronwarden.dlq.depth``, ``cronwarden.windows.open`` (due windows since the last success, per
-job) and ``cronwarden.alerts.active`` (per condition), and ``cronwarden.watcher.checks``.
+job), ``cronwarden.alerts.active`` (1 per active alert by ``cronwarden.job``, ``condition`` and
+``owner``; 0 once it recovers), ``cronwarden.last_success.timestamp`` (from the store, so it is
+known after a restart) and ``cronwarden.watcher.checks`` (by ``outcome``).
+
+:func:`resource` names the service for providers cronwarden builds: ``service.name`` is
+``$OTEL_SERVICE_NAME`` (or ``service.name`` in ``$OTEL_RESOURCE_ATTRIBUTES``), else
+``cronwarden``, never ``unknown_service``.
 """
 
 from __future__ import annotations
@@ -33,7 +47,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections import Counter
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +59,17 @@ if TYPE_CHECKING:
     from .watcher import Report, Watcher
 
 SCOPE = "cronwarden"
+SERVICE_NAME = "cronwarden"  #: the default OpenTelemetry ``service.name``
+JOB = "cronwarden.job"  #: the job attribute (Prometheus label ``cronwarden_job``)
+#: finished-run outcomes, each counted from 0 for every declared job
+OUTCOMES = ("succeeded", "suspicious", "failed", "dead_lettered", "lease_lost")
+#: skip reasons counted from 0 for every declared job (others appear when they happen)
+SKIP_REASONS = ("lock_held", "overlap_refused", "duplicate", "in_progress", "paused")
+#: run duration histogram buckets, in seconds: 100 ms to 6 h
+DURATION_BUCKETS = (
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+    1800.0, 3600.0, 7200.0, 14400.0, 21600.0,
+)  # fmt: skip
 _FINISHED = {
     "run.completed": "succeeded",
     "run.failed": "failed",
@@ -62,6 +86,27 @@ def _version() -> str:
     from .. import __version__
 
     return __version__
+
+
+def resource(service_name: str | None = None) -> Any:
+    """The OpenTelemetry ``Resource`` for providers cronwarden builds: ``service_name``, else
+    ``$OTEL_SERVICE_NAME`` / ``service.name`` in ``$OTEL_RESOURCE_ATTRIBUTES`` (the SDK reads
+    them), else ``cronwarden``; plus ``service.version``."""
+    from opentelemetry.sdk.resources import OTELResourceDetector, Resource
+
+    name = service_name or OTELResourceDetector().detect().attributes.get("service.name")
+    return Resource.create(
+        {"service.name": str(name or SERVICE_NAME), "service.version": _version()}
+    )
+
+
+def _last_success_gauge(meter: Any) -> Any:
+    # one definition for RunTelemetry and WatcherMetrics: the SDK returns the same instrument
+    return meter.create_gauge(
+        "cronwarden.last_success.timestamp",
+        unit="s",
+        description="Unix time of the job's last successful run",
+    )
 
 
 class RunTelemetry(logging.Handler):
@@ -84,7 +129,10 @@ class RunTelemetry(logging.Handler):
             "cronwarden.runs", unit="{run}", description="Finished run attempts by outcome"
         )
         self.duration = meter.create_histogram(
-            "cronwarden.run.duration", unit="s", description="Run attempt duration"
+            "cronwarden.run.duration",
+            unit="s",
+            description="Run attempt duration",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
         self.skips = meter.create_counter(
             "cronwarden.run.skips",
@@ -94,9 +142,27 @@ class RunTelemetry(logging.Handler):
         self.in_flight = meter.create_up_down_counter(
             "cronwarden.runs.in_flight", unit="{run}", description="Runs started, not finished"
         )
+        self.last_success = _last_success_gauge(meter)
         self._open: dict[str, tuple[int, dict[str, Any]]] = {}
         self._guard = threading.Lock()
         self._cold = True
+        self._known: set[str] = set()
+        for declared in jobs or ():
+            self.initialise(declared.name)
+
+    def initialise(self, job: str) -> None:
+        """Start ``job``'s counters at 0 (every outcome and known skip reason), so the first
+        failure is an increase that ``increase()`` / ``rate()`` can see. Declared jobs are
+        initialised when built; a job first seen in an event is initialised then."""
+        with self._guard:
+            if job in self._known:
+                return
+            self._known.add(job)
+        for outcome in OUTCOMES:
+            self.runs.add(0, {JOB: job, "outcome": outcome})
+        for reason in SKIP_REASONS:
+            self.skips.add(0, {JOB: job, "reason": reason})
+        self.in_flight.add(0, {JOB: job})
 
     def install(self, logger: logging.Logger | None = None) -> RunTelemetry:
         """Attach to the ``cronwarden`` logger, letting INFO events reach this handler."""
@@ -114,6 +180,10 @@ class RunTelemetry(logging.Handler):
         job = getattr(record, "job", None)
         if not isinstance(event, str) or not isinstance(job, str):
             return
+        if job not in self._known and (
+            event == "run.started" or event in _FINISHED or event in _REFUSED
+        ):
+            self.initialise(job)
         try:
             if event == "run.started":
                 self._started(record, job)
@@ -128,7 +198,7 @@ class RunTelemetry(logging.Handler):
                     reason = f"deferred_{reason}" if reason else "deferred"
                 elif event == "run.overlap":
                     reason = "overlap_refused"
-                self.skips.add(1, {"job": job, "reason": str(reason or event)})
+                self.skips.add(1, {JOB: job, "reason": str(reason or event)})
         except Exception:
             self.handleError(record)
 
@@ -157,7 +227,7 @@ class RunTelemetry(logging.Handler):
             if len(self._open) >= _MAX_OPEN:
                 self._open.pop(next(iter(self._open)))
             self._open[run_id] = (int(record.created * 1e9), attributes)
-        self.in_flight.add(1, {"job": job})
+        self.in_flight.add(1, {JOB: job})
 
     def _finished(self, record: logging.LogRecord, job: str, outcome: str) -> None:
         from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -169,9 +239,11 @@ class RunTelemetry(logging.Handler):
             return  # not started here, or already counted (lease.lost is logged twice)
         start_ns, attributes = opened
         end_ns = int(record.created * 1e9)
-        labels = {"job": job, "outcome": outcome}
-        self.in_flight.add(-1, {"job": job})
+        labels = {JOB: job, "outcome": outcome}
+        self.in_flight.add(-1, {JOB: job})
         self.runs.add(1, labels)
+        if outcome in ("succeeded", "suspicious"):
+            self.last_success.set(end_ns / 1e9, {JOB: job})
         duration_ms = getattr(record, "duration_ms", None)
         seconds = (
             duration_ms / 1000
@@ -193,7 +265,8 @@ class RunTelemetry(logging.Handler):
 
 
 class WatcherMetrics:
-    """A watcher hook: DLQ depth, open windows per job, active alerts, checks by outcome."""
+    """A watcher hook: DLQ depth, open windows per job, active alerts, last success per job,
+    checks by outcome (both outcomes counted from 0)."""
 
     def __init__(self, *, meter_provider: Any = None) -> None:
         from opentelemetry import metrics
@@ -208,11 +281,17 @@ class WatcherMetrics:
             description="Due windows since the job's last success that have not succeeded",
         )
         self.alerts = meter.create_gauge(
-            "cronwarden.alerts.active", unit="{alert}", description="Active alerts by condition"
+            "cronwarden.alerts.active",
+            unit="{alert}",
+            description="1 while an alert is active, by job, condition and owner",
         )
+        self.last_success = _last_success_gauge(meter)
         self.checks = meter.create_counter(
             "cronwarden.watcher.checks", unit="{check}", description="Watcher checks by outcome"
         )
+        for outcome in ("ok", "failed"):
+            self.checks.add(0, {"outcome": outcome})
+        self._active: set[tuple[str, str, str]] = set()
 
     def after_check(
         self, watcher: Watcher, report: Report | None, error: BaseException | None
@@ -224,12 +303,18 @@ class WatcherMetrics:
             self.dlq_depth.set(report.dlq_depth)
         now = watcher.clock()
         for item in report.jobs:
-            self.open_windows.set(open_windows(item, now), {"job": item.job.name})
-        counts = Counter(alert.kind.value for alert in report.active)
-        from .health import Condition
-
-        for condition in Condition:
-            self.alerts.set(counts.get(condition.value, 0), {"condition": condition.value})
+            self.open_windows.set(open_windows(item, now), {JOB: item.job.name})
+            if item.last_success is not None:
+                self.last_success.set(item.last_success.timestamp(), {JOB: item.job.name})
+        active = {
+            (alert.job, alert.kind.value, str(alert.extra.get("owner") or ""))
+            for alert in report.active
+        }
+        # a recovered alert's series stays, at 0, so a graph shows it ending
+        for job, condition, owner in active | self._active:
+            value = 1 if (job, condition, owner) in active else 0
+            self.alerts.set(value, {JOB: job, "condition": condition, "owner": owner})
+        self._active = active
 
 
 def open_windows(item: Any, now: datetime) -> int:

@@ -48,8 +48,13 @@ def serve_metrics(
     *,
     jobs: JobSet | None = None,
     tracer_provider: Any = None,
+    service_name: str | None = None,
 ) -> MetricsServer:
-    """Serve Prometheus text on ``host:port`` (port 0: any free port, see ``.port``)."""
+    """Serve Prometheus text on ``host:port`` (port 0: any free port, see ``.port``).
+
+    Every counter of every job in ``jobs`` is served from 0 at once; ``target_info`` carries
+    ``service_name`` (default ``$OTEL_SERVICE_NAME``, else ``cronwarden``, see
+    :func:`~cronwarden.watch.metrics.resource`)."""
     try:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
         from opentelemetry.sdk.metrics import MeterProvider
@@ -59,11 +64,11 @@ def serve_metrics(
             f"metrics need the otel extra (pip install 'cronwarden[otel]'): {exc}"
         ) from None
 
-    from .metrics import RunTelemetry, WatcherMetrics
+    from .metrics import RunTelemetry, WatcherMetrics, resource
 
     registry = CollectorRegistry()
     reader = PrometheusMetricReader(registry=registry)
-    provider = MeterProvider(metric_readers=[reader])
+    provider = MeterProvider(metric_readers=[reader], resource=resource(service_name))
     try:
         server, thread = start_http_server(port, host, registry=registry)
     except OSError as exc:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import signal
 import threading
 from types import FrameType
 
 import click
-
-from cronwarden.emulators._process import EmulatorError
-
-from .launcher import MotoServer
 
 
 @click.command(name="aws")
@@ -20,6 +17,18 @@ def aws(port: int | None) -> None:
 
     The credentials printed are moto's placeholders; they work against the emulator only.
     """
+    # Imported here, not at module level: `--help` prints without the [emulators] extra.
+    from cronwarden.emulators._process import EmulatorError
+
+    from .launcher import MotoServer
+
+    # moto runs in a child process: without this check its traceback would be the only message.
+    missing = [name for name in ("moto", "flask") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise click.ClickException(
+            f"`cronwarden emulators aws` needs the [emulators] extra ({', '.join(missing)}): "
+            "pip install 'cronwarden[emulators]'"
+        )
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

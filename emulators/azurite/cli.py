@@ -8,11 +8,6 @@ from types import FrameType
 
 import click
 
-from cronwarden.emulators._process import EmulatorError
-
-from .install import AzuriteInstallError, ensure_installed, pinned_version
-from .launcher import Azurite
-
 
 @click.command(name="azurite")
 @click.option("--port", type=int, default=None, help="Table service port (default: a free one).")
@@ -30,6 +25,12 @@ def azurite(port: int | None, blob: bool, blob_port: int | None, install_only: b
     The connection string carries Azurite's public development key, which only works against
     the emulator.
     """
+    # Imported here, not at module level: `--help` prints without the extras.
+    from cronwarden.emulators._process import EmulatorError
+
+    from .install import AzuriteInstallError, ensure_installed, pinned_version
+    from .launcher import Azurite
+
     try:
         folder = ensure_installed()
     except AzuriteInstallError as exc:

@@ -9,14 +9,19 @@ from __future__ import annotations
 import signal
 import threading
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 
-from .._process import EmulatorError
-from .emulator import FirestoreEmulator, GcpEmulator, PubSubEmulator
+if TYPE_CHECKING:
+    from .emulator import GcpEmulator
+
+# The launchers are imported when a command runs, not here: `--help` prints without the extras.
 
 
 def _serve(emulator: GcpEmulator) -> None:
+    from .._process import EmulatorError
+
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -51,6 +56,8 @@ PORT = click.option(
 @PORT
 def pubsub(port: int) -> None:
     """Run the official Pub/Sub emulator; prints PUBSUB_EMULATOR_HOST."""
+    from .emulator import PubSubEmulator
+
     _serve(PubSubEmulator(port=port))
 
 
@@ -58,6 +65,8 @@ def pubsub(port: int) -> None:
 @PORT
 def firestore(port: int) -> None:
     """Run the official Firestore emulator; prints FIRESTORE_EMULATOR_HOST."""
+    from .emulator import FirestoreEmulator
+
     _serve(FirestoreEmulator(port=port))
 
 

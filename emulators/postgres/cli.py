@@ -8,16 +8,17 @@ from types import FrameType
 
 import click
 
-from cronwarden.emulators._process import EmulatorError
-
-from .launcher import PostgresServer, missing_reason
-
 
 @click.command(name="postgres")
 def postgres() -> None:
     """Run a private PostgreSQL server (the installed binaries, a temporary data directory, a
     free 127.0.0.1 port, trust authentication) until interrupted; prints its DSN. Its data is
     removed when it stops."""
+    # Imported here, not at module level: `--help` prints without the extras.
+    from cronwarden.emulators._process import EmulatorError
+
+    from .launcher import PostgresServer, missing_reason
+
     reason = missing_reason()
     if reason:
         raise click.ClickException(reason)

@@ -16,12 +16,9 @@ from types import FrameType
 
 import click
 
-from .._process import port_holder as _port_holder
-from .._process import port_open as _port_open
-from .admin import AdminServer
-from .auth import DEFAULT_KEY, DEFAULT_KEY_NAME, SasValidator
-from .config import ConfigError, load_config
-from .server import DEFAULT_MAX_MESSAGE_SIZE, EmulatorServer, connection_string
+# Only the standard library's modules here: the server needs python-qpid-proton (the [emulators]
+# extra) and is imported when the command runs, so `--help` prints without it.
+from .auth import DEFAULT_KEY, DEFAULT_KEY_NAME
 
 
 def _is_loopback(host: str) -> bool:
@@ -52,9 +49,8 @@ def _is_loopback(host: str) -> bool:
 @click.option(
     "--max-message-size",
     type=int,
-    default=DEFAULT_MAX_MESSAGE_SIZE,
-    show_default=True,
-    help="Largest message accepted, in bytes.",
+    default=None,
+    help="Largest message accepted, in bytes (default: the emulator's own limit).",
 )
 @click.option(
     "--key-name",
@@ -80,13 +76,20 @@ def servicebus(
     port: int,
     admin_port: int,
     allow_non_loopback: bool,
-    max_message_size: int,
+    max_message_size: int | None,
     key_name: str,
     key: str,
     accept_any_key: bool,
     verbose: bool,
 ) -> None:
     """Run the cronwarden Service Bus emulator (AMQP 1.0, in memory)."""
+    from .._process import port_holder as _port_holder
+    from .._process import port_open as _port_open
+    from .admin import AdminServer
+    from .auth import SasValidator
+    from .config import ConfigError, load_config
+    from .server import DEFAULT_MAX_MESSAGE_SIZE, EmulatorServer, connection_string
+
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         stream=sys.stderr,
@@ -105,7 +108,11 @@ def servicebus(
 
     sas = SasValidator(keys={key_name: key}, accept_any=accept_any_key)
     server = EmulatorServer(
-        config, host=host, port=port, max_message_size=max_message_size, sas=sas
+        config,
+        host=host,
+        port=port,
+        max_message_size=DEFAULT_MAX_MESSAGE_SIZE if max_message_size is None else max_message_size,
+        sas=sas,
     )
     for wanted in (port, admin_port):
         if wanted and _port_open(host, wanted):

@@ -31,7 +31,7 @@ def _client(app: Any) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from starlette.testclient import TestClient
-    return TestClient(app)
+    return TestClient(app, base_url="http://localhost")  # the dashboard serves only its Host names
 
 
 def _overview(sizes: tuple[int, ...], repeats: int) -> list[dict[str, Any]]:

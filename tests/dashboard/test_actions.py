@@ -1,5 +1,5 @@
-"""The resolve, rerun, pause and resume actions: token-gated (403 without it), CSRF-protected
-forms, and recorded through the same functions as their CLI twins."""
+"""The resolve, rerun, pause and resume actions: token-gated (401 without it, 403 when actions
+are off), CSRF-protected forms, and recorded through the same functions as their CLI twins."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_actions_are_refused_without_the_token(
         {"authorization": "Bearer wrong-token-0000000000"},
         {"authorization": TOKEN},
     ):
-        assert client.post(url, json=body, headers=headers).status_code == 403
+        assert client.post(url, json=body, headers=headers).status_code == 401
     assert _run(provider, "dead", "2026-01-20T12:00Z").state.value == "dead_lettered"
     status = provider.store().get(status_key_of("healthy"))
     assert pause_of(status.data if status else {}) is None
@@ -106,7 +106,7 @@ def test_api_pause_and_resume(actions_app: Any, provider: Any) -> None:
 def test_form_actions_need_session_and_csrf(actions_app: Any, provider: Any) -> None:
     client = TestClient(actions_app, base_url="http://dash.test")
     form = {"job": "healthy", "reason": "maintenance"}
-    assert client.post("/actions/pause", data=form).status_code == 403  # no session
+    assert client.post("/actions/pause", data=form).status_code == 401  # no session
     client.post("/login", data={"token": TOKEN}, follow_redirects=False)
     match = re.search(r'name="csrf" value="([0-9a-f]+)"', client.get("/jobs/healthy").text)
     assert match, "no CSRF field on the job page"

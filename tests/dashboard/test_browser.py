@@ -1,6 +1,6 @@
 """The dashboard in headless Chromium (Debian's ``chromium`` + ``chromium-driver``, driven by
 Selenium): overview, a job's timeline, a failed run, redrive refused without the token and done
-with it; phone width. Screenshots go to ``$CW_ARTEFACTS/dashboard`` (default
+with it, sign-out; phone width. Screenshots go to ``$CW_ARTEFACTS/dashboard`` (default
 ``/tmp/cronwarden-artefacts/dashboard``).
 
 Chromium missing fails the test: ``.ci/run`` installs it. Locally, ``CW_SKIP_BROWSER=1`` skips.
@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,26 +35,6 @@ def _artefacts() -> Path:
     path = Path(os.environ.get("CW_ARTEFACTS", "/tmp/cronwarden-artefacts")) / "dashboard"
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-@pytest.fixture
-def server(actions_app: Any) -> Iterator[str]:
-    import uvicorn
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    config = uvicorn.Config(actions_app, host="127.0.0.1", port=port, log_level="warning")
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not srv.started:
-        assert time.monotonic() < deadline, "the dashboard server did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{port}"
-    srv.should_exit = True
-    thread.join(timeout=10)
 
 
 @pytest.fixture
@@ -154,3 +131,10 @@ def test_dashboard_in_chromium(server: str, browser: Any, provider: Any) -> None
     _wait_text(browser, "main", "Redrove 1 message(s)")
     assert provider.queue().dlq_depth() == 0
     browser.save_screenshot(str(shots / "redriven.png"))
+
+    # sign out (a form post under Referrer-Policy: no-referrer): the forms are gone
+    browser.find_element(By.CSS_SELECTOR, "form.signout button").click()
+    _wait_text(browser, "main", "Signed out.")
+    assert browser.find_elements(By.LINK_TEXT, "Sign in for actions")
+    browser.get(server + "/dead-letters")
+    assert not browser.find_elements(By.CSS_SELECTOR, "form.action")

@@ -288,3 +288,138 @@ def test_email_upgrades_with_starttls_before_logging_in(tmp_path: Path) -> None:
         controller.stop()
     ((encrypted, content),) = got
     assert encrypted and "billing-sync failing" in content
+
+
+HOSTILE = (
+    "billing-sync failing: upstream said <!channel> deploy <https://evil.example/x|the runbook> "
+    "& <@U024BE7LH> now. Owner: team-data."
+)
+
+
+def hostile(firing: bool = True) -> Alert:
+    return Alert("billing-sync", Condition.FAILING, firing, HOSTILE, extra=dict(FIELDS))
+
+
+def test_slack_escapes_text_that_is_not_ours(http_sink: HttpSink) -> None:
+    SlackWebhook("chat", http_sink.base + "/hooks/T0/B0/s3cretpath").deliver(hostile())
+    text = http_sink.at("/hooks/T0/B0/s3cretpath")[0].json()["text"]
+    assert "<" not in text and ">" not in text  # no mention, no link, no disguised URL
+    assert "&lt;!channel&gt;" in text
+    assert "&lt;https://evil.example/x|the runbook&gt;" in text
+    assert "&amp; &lt;@U024BE7LH&gt;" in text  # & first, so entities are not double-read
+
+
+@pytest.mark.parametrize("card", ["adaptive", "messagecard"])
+def test_teams_escapes_card_text(http_sink: HttpSink, card: str) -> None:
+    owned = Alert(
+        "billing-sync",
+        Condition.FAILING,
+        True,
+        HOSTILE,
+        extra={"owner": "<at>team</at>", "tags": ["a&b"]},
+    )
+    Teams("teams", http_sink.base + "/webhookb2/abc", card=card).deliver(owned)
+    body = http_sink.at("/webhookb2/abc")[0].json()
+    if card == "adaptive":
+        content = body["attachments"][0]["content"]
+        text = content["body"][1]["text"]
+        title = content["body"][0]["text"]
+        facts = {f["title"]: f["value"] for f in content["body"][2]["facts"]}
+    else:
+        text, title = body["sections"][0]["text"], body["title"]
+        facts = {f["name"]: f["value"] for f in body["sections"][0]["facts"]}
+    assert "<" not in text + title + "".join(facts.values())
+    assert "&lt;!channel&gt;" in text and "&amp;" in text
+    assert facts["Owner"] == "&lt;at&gt;team&lt;/at&gt;" and facts["Tags"] == "a&amp;b"
+    assert title == "FIRING failing: billing-sync (owner &lt;at&gt;team&lt;/at&gt;)"
+
+
+def _mail(smtp_sink: SmtpSink) -> Email:
+    return Email(
+        "mail",
+        host=smtp_sink.host,
+        port=smtp_sink.port,
+        tls="none",
+        sender="Cronwarden <cronwarden@example.test>",
+        recipients=["oncall@example.test"],
+    )
+
+
+def test_email_has_date_message_id_and_auto_submitted(smtp_sink: SmtpSink) -> None:
+    from datetime import UTC, datetime, timedelta
+    from email.utils import parsedate_to_datetime
+
+    channel = _mail(smtp_sink)
+    last = datetime(2026, 1, 19, 0, 30, tzinfo=UTC)
+    fired = Alert("billing-sync", Condition.FAILING, True, HOSTILE, last_success=last)
+    channel.deliver(fired)
+    channel.deliver(fired)  # the same transition announced again (say, a second watcher)
+    recovered = Alert(
+        "billing-sync", Condition.FAILING, False, "recovered", last_success=last + timedelta(1)
+    )
+    channel.deliver(recovered)
+    refired = Alert(
+        "billing-sync", Condition.FAILING, True, HOSTILE, last_success=last + timedelta(1)
+    )
+    channel.deliver(refired)
+    # fired again with the same last success (a lock freed, then held again): a later
+    # window, so a new message that a client dropping duplicate ids keeps
+    later = Alert(
+        "billing-sync",
+        Condition.FAILING,
+        True,
+        HOSTILE,
+        last_success=last + timedelta(1),
+        expected_next=last + timedelta(2),
+    )
+    channel.deliver(later)
+    first, repeat, recovery, again, latest = (m for (_, _, m) in smtp_sink.messages)
+    sent = parsedate_to_datetime(first["Date"])
+    assert sent.tzinfo is not None and abs(sent - datetime.now(UTC)) < timedelta(minutes=10)
+    assert first["Auto-Submitted"] == "auto-generated"
+    assert first["Message-ID"].startswith("<") and first["Message-ID"].endswith("@example.test>")
+    assert first["Message-ID"] == repeat["Message-ID"]  # a repeat is recognisable
+    ids = {m["Message-ID"] for m in (first, recovery, again, latest)}
+    assert len(ids) == 4  # each transition is its own message
+    assert recovery["References"] == first["References"] == again["References"]  # one thread
+    assert first.get_content_type() == "text/plain"
+    assert first.get_content_charset() == "utf-8"
+    assert "<!channel>" in first.get_content()  # plain text: nothing to escape, shown as is
+
+
+def test_email_test_alerts_are_distinct_messages(smtp_sink: SmtpSink) -> None:
+    channel = _mail(smtp_sink)
+    for moment in ("10:00:00", "10:05:00"):
+        channel.deliver(
+            Alert(
+                "cronwarden-notify-test",
+                Condition.FAILING,
+                True,
+                f"test at {moment}",
+                extra={"test": True},
+            )
+        )
+    one, two = (m["Message-ID"] for (_, _, m) in smtp_sink.messages)
+    assert one != two
+
+
+def test_pagerduty_event_has_what_the_events_api_needs(http_sink: HttpSink) -> None:
+    channel = PagerDuty(
+        "pager", "R0UTINGKEY0123456789", url=http_sink.base + "/v2/enqueue", source="prod-eu"
+    )
+    channel.deliver(alert(True, Condition.SKIPPING))
+    body = http_sink.at("/v2/enqueue")[0].json()
+    assert body["dedup_key"] == "cronwarden/billing-sync/skipping"
+    payload = body["payload"]
+    assert payload["source"] == "prod-eu" and payload["component"] == "billing-sync"
+    assert payload["severity"] == "warning"
+    assert payload["custom_details"]["alert"] == "skipping"
+    assert len(payload["summary"]) <= 1024
+
+
+def test_pagerduty_dedup_key_stays_within_255_characters_and_stable() -> None:
+    long_job = "j" * 300
+    key = dedup_key(long_job, "failing")
+    assert len(key) <= 255 and key == dedup_key(long_job, "failing")
+    assert key.endswith("/failing") and key != dedup_key(long_job, "missed")
+    assert key != dedup_key("j" * 299, "failing")

@@ -74,13 +74,17 @@ def test_every_channel_receives_the_test_alert(
     assert "ok      mail (email)" in out and "ok      heartbeat (healthchecks)" in out
     paths = sorted(r.path for r in http_sink.received)
     assert paths == sorted(
-        ["/hooks/chat", "/signed", "/v2/enqueue", "/v2/enqueue", "/teams", "/ping/abc-uuid"]
+        ["/hooks/chat", "/signed", "/v2/enqueue", "/v2/enqueue", "/teams", "/ping/abc-uuid/log"]
     )
+    # the dead-man's switch gets a log entry, never a success ping: a test is not a check
+    assert http_sink.at("/ping/abc-uuid") == []
+    (logged,) = http_sink.at("/ping/abc-uuid/log")
+    assert logged.method == "POST" and b"notify test" in logged.body
     assert "test alert" in http_sink.at("/hooks/chat")[0].json()["text"]
-    assert [r.json()["event_action"] for r in http_sink.at("/v2/enqueue")] == [
-        "trigger",
-        "resolve",
-    ]
+    trigger, resolve = (r.json() for r in http_sink.at("/v2/enqueue"))
+    assert (trigger["event_action"], resolve["event_action"]) == ("trigger", "resolve")
+    assert trigger["payload"]["severity"] == "info"  # an info event, resolved at once
+    assert trigger["dedup_key"] == resolve["dedup_key"]
     (_, _, message) = smtp_sink.messages[0]
     assert message["Subject"].startswith("[cronwarden] TEST failing: cronwarden-notify-test")
 
@@ -128,3 +132,29 @@ def test_a_missing_secret_is_a_configuration_error(
         capsys.readouterr().err
     )
     assert http_sink.received == []
+
+
+def heartbeat_only(tmp_path: Path, url: str, fmt: str) -> Path:
+    return write(tmp_path, "hb.toml", f'[heartbeat]\nurl = "{url}"\nformat = "{fmt}"\n')
+
+
+def test_a_heartbeat_without_a_test_endpoint_is_skipped_not_pinged(
+    tmp_path: Path, http_sink: HttpSink, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = heartbeat_only(tmp_path, f"{http_sink.base}/p/key/watcher", "cronitor")
+    assert run(["notify", "test", "--config", str(path)]) == 1  # nothing was tested
+    captured = capsys.readouterr()
+    assert "SKIPPED heartbeat (cronitor): cronitor has no test endpoint" in captured.out
+    assert "nothing could be tested" in captured.err
+    assert http_sink.received == []  # no ping: Cronitor would record a completed check
+
+
+def test_a_failing_heartbeat_log_exits_1(
+    tmp_path: Path, http_sink: HttpSink, capsys: pytest.CaptureFixture[str]
+) -> None:
+    http_sink.status["/ping/abc-uuid/log"] = 404
+    path = heartbeat_only(tmp_path, f"{http_sink.base}/ping/abc-uuid/", "healthchecks")
+    assert run(["notify", "test", "--config", str(path)]) == 1
+    captured = capsys.readouterr()
+    assert "FAILED  heartbeat (healthchecks): HTTP 404" in captured.out
+    assert [r.path for r in http_sink.received] == ["/ping/abc-uuid/log"]

@@ -177,7 +177,37 @@ def test_job_pings_follow_runs_through_the_log_events(
         "/ping/key/hourly/start",
         "/ping/key/hourly/fail",
     ]
-    assert b"hourly:2026-01-20T11:00Z failed: ConnectionError" in http_sink.received[3].body
+    fail = http_sink.received[3].body
+    assert b"hourly:2026-01-20T11:00Z failed: ConnectionError: upstream refused" in fail
+
+
+def test_a_fail_ping_carries_the_redacted_error_text(
+    tmp_path: Path, clock: FakeClock, http_sink: HttpSink
+) -> None:
+    from cronwarden.model.redaction import register_secret
+
+    token = "tok-9f8e7d6c5b4a39281706"
+    register_secret(token)
+
+    def leaky(ctx: RunContext) -> None:
+        raise cronwarden.PermanentError(f"API refused token {token}: quota exhausted")
+
+    job = cronwarden.job("leaky", cron="0 * * * *", max_runtime="10m")(leaky)
+    made = harness(tmp_path, [job], clock=clock)
+    pings = JobPings(http_sink.base + "/ping/key/{job}", "healthchecks")
+    handler = JobPingHandler(pings).install()
+    try:
+        assert made.engine.execute(RunRequest("leaky", at("2026-01-20T10:00Z"))).kind.value == (
+            "dead_lettered"
+        )
+        pings.flush()
+    finally:
+        cronwarden.model.logs.get_logger().removeHandler(handler)
+        pings.close()
+        made.close()
+    (fail,) = http_sink.at("/ping/key/leaky/fail")
+    assert b"quota exhausted" in fail.body and b"PermanentError" in fail.body
+    assert token.encode() not in fail.body
 
 
 def test_job_pings_can_watch_only_some_jobs(http_sink: HttpSink) -> None:

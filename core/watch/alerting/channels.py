@@ -49,6 +49,13 @@ def headline(alert: Alert) -> str:
     return f"{state} {alert.kind.value}: {alert.job}" + (f" (owner {owner})" if owner else "")
 
 
+def escape_mrkdwn(text: str) -> str:
+    """``text`` safe inside Slack mrkdwn (and Teams card text): ``&``, ``<``, ``>`` become
+    ``&amp;``, ``&lt;``, ``&gt;``, so a job's error text cannot ping ``<!channel>`` nor disguise a
+    link as ``<https://evil|docs>``. Slack decodes the three entities back when it renders."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def _json(value: Any) -> bytes:
     return json.dumps(value, default=str, separators=(",", ":")).encode()
 
@@ -119,7 +126,8 @@ class SlackWebhook(Channel):
         self.url = url
 
     def deliver(self, alert: Alert) -> None:
-        body = _json({"text": alert.text, "alert": alert.fields()})
+        # the text carries a job's error text, owner and tags: not ours, so never markup
+        body = _json({"text": escape_mrkdwn(alert.text), "alert": alert.fields()})
         send(self.url, body, headers={"Content-Type": "application/json"}, timeout=self.timeout)
 
 
@@ -180,11 +188,20 @@ class SignedWebhook(Channel):
 
 
 _SEVERITY = {"skipping": "warning"}  # everything else that fires is an error
+_DEDUP_MAX = 255  # PagerDuty refuses a longer dedup_key
 
 
 def dedup_key(job: str, condition: str) -> str:
-    """Stable per job and condition: a re-fire joins the open incident, a recovery resolves it."""
-    return f"cronwarden/{job}/{condition}"
+    """Stable per job and condition: a re-fire joins the open incident, a recovery resolves it.
+
+    ``cronwarden/<job>/<condition>``; when that exceeds PagerDuty's 255 characters the job part
+    is shortened and followed by a hash of the whole key, so it stays stable and distinct."""
+    key = f"cronwarden/{job}/{condition}"
+    if len(key) <= _DEDUP_MAX:
+        return key
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    tail = f"~{digest}/{condition}"
+    return f"cronwarden/{job}"[: _DEDUP_MAX - len(tail)] + tail
 
 
 class PagerDuty(Channel):
@@ -265,8 +282,10 @@ class Teams(Channel):
         self.card = card
 
     def payload(self, alert: Alert) -> dict[str, Any]:
+        """The card; every text and fact value is escaped (:func:`escape_mrkdwn`): card text is
+        Markdown (adaptive) or Markdown with HTML (messagecard), and none of it is ours."""
         facts = [
-            (name, str(value))
+            (name, escape_mrkdwn(str(value)))
             for name, value in (
                 ("Job", alert.job),
                 ("Condition", alert.kind.value),
@@ -275,17 +294,17 @@ class Teams(Channel):
                 ("First check", alert.first_check or "-"),
             )
         ]
+        text = escape_mrkdwn(alert.text)
+        title = escape_mrkdwn(headline(alert))
         color = "attention" if alert.firing else "good"
         if self.card == "messagecard":
             return {
                 "@type": "MessageCard",
                 "@context": "https://schema.org/extensions",
-                "summary": headline(alert),
+                "summary": headline(alert),  # plain text: shown in notifications only
                 "themeColor": "D13438" if alert.firing else "2EB886",
-                "title": headline(alert),
-                "sections": [
-                    {"text": alert.text, "facts": [{"name": n, "value": v} for n, v in facts]}
-                ],
+                "title": title,
+                "sections": [{"text": text, "facts": [{"name": n, "value": v} for n, v in facts]}],
             }
         card = {
             "$schema": "http://adaptivecards.io/schemas/adaptive-card.json",
@@ -294,13 +313,13 @@ class Teams(Channel):
             "body": [
                 {
                     "type": "TextBlock",
-                    "text": headline(alert),
+                    "text": title,
                     "weight": "Bolder",
                     "size": "Medium",
                     "color": color,
                     "wrap": True,
                 },
-                {"type": "TextBlock", "text": alert.text, "wrap": True},
+                {"type": "TextBlock", "text": text, "wrap": True},
                 {"type": "FactSet", "facts": [{"title": n, "value": v} for n, v in facts]},
             ],
         }
@@ -359,16 +378,53 @@ class Email(Channel):
         self.subject_prefix = subject_prefix
         self.ca_file = ca_file
 
-    def message(self, alert: Alert) -> Any:
+    def message(self, alert: Alert, now: datetime | None = None) -> Any:
+        """The e-mail for ``alert``: ``text/plain`` (UTF-8), with ``Date``, a
+        :meth:`message_id` and ``References`` (one thread per job and condition), and
+        ``Auto-Submitted: auto-generated`` (RFC 3834: no auto-replies, no vacation notices)."""
         from email.message import EmailMessage
+        from email.utils import format_datetime
 
         msg = EmailMessage()
         msg["Subject"] = f"{self.subject_prefix} {headline(alert)}".strip()
         msg["From"] = self.sender
         msg["To"] = ", ".join(self.recipients)
+        msg["Date"] = format_datetime(now or datetime.now(UTC))
+        msg["Message-ID"] = self.message_id(alert)
+        thread = self._thread_id(alert)
+        if thread != msg["Message-ID"]:
+            msg["References"] = thread
+            msg["In-Reply-To"] = thread
+        msg["Auto-Submitted"] = "auto-generated"
+        msg["X-Auto-Response-Suppress"] = "All"  # Exchange's spelling of the same
         details = "\n".join(f"{k}: {v}" for k, v in alert.fields().items() if v not in (None, []))
-        msg.set_content(f"{alert.text}\n\n{details}\n")
+        msg.set_content(f"{alert.text}\n\n{details}\n", subtype="plain", charset="utf-8")
         return msg
+
+    def message_id(self, alert: Alert) -> str:
+        """Stable per alert transition: the same job, condition, state and fields (last
+        success, next expected run, the condition's details) give the same ``Message-ID``, so
+        a transition sent twice is recognisably one message; another transition differs in at
+        least its state, last success or next expected run, and gets a new one (a client that
+        drops duplicate ids must never drop a real alert). A test alert's identity includes
+        its text, which names the moment it was sent."""
+        identity: dict[str, Any] = {**alert.fields(), "job": alert.job}
+        if alert.extra.get("test"):
+            identity["text"] = alert.text
+        blob = json.dumps(identity, sort_keys=True, default=str)
+        digest = hashlib.sha256(blob.encode()).hexdigest()[:32]
+        return f"<{digest}.cronwarden@{self._domain()}>"
+
+    def _thread_id(self, alert: Alert) -> str:
+        """One ``References`` root per job and condition: a fire and its recovery thread."""
+        digest = hashlib.sha256(f"{alert.job}\x1f{alert.kind.value}".encode()).hexdigest()[:32]
+        return f"<thread.{digest}.cronwarden@{self._domain()}>"
+
+    def _domain(self) -> str:
+        from email.utils import parseaddr
+
+        domain = parseaddr(self.sender)[1].rpartition("@")[2].strip()
+        return domain or "cronwarden.invalid"
 
     def deliver(self, alert: Alert) -> None:
         import smtplib

@@ -340,6 +340,14 @@ class JobPings:
 _TERMINAL_FAIL = {"run.failed", "run.dead_lettered"}
 
 
+def _error_text(record: logging.LogRecord) -> str:
+    """The failure's text for a ``/fail`` ping: the error itself when the record carries it
+    (``run.failed``), else the engine's line, which ends with the redacted error snippet."""
+    if record.exc_info and record.exc_info[1] is not None:
+        return snippet(record.exc_info[1])
+    return record.getMessage() or str(getattr(record, "error_type", ""))
+
+
 class JobPingHandler(logging.Handler):
     """Turns the engine's ``run.started`` / ``run.completed`` / ``run.failed`` /
     ``run.dead_lettered`` log events into :class:`JobPings` calls (no engine change needed).
@@ -361,7 +369,7 @@ class JobPingHandler(logging.Handler):
             duration = getattr(record, "duration_ms", None)
             self.pings.run_succeeded(job, run_key, duration if isinstance(duration, int) else None)
         elif event in _TERMINAL_FAIL:
-            self.pings.run_failed(job, run_key, str(getattr(record, "error_type", "")))
+            self.pings.run_failed(job, run_key, _error_text(record))
 
     def install(self, logger: logging.Logger | None = None) -> JobPingHandler:
         """Attach to the ``cronwarden`` logger, letting INFO events reach this handler."""
