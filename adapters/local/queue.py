@@ -12,12 +12,12 @@ import secrets
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cronwarden.model.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue, QueueCapabilities
 from cronwarden.model.text import storable
 
-from ._db import Database
+from ._db import BUSY_TIMEOUT_MS, Database
 
 if TYPE_CHECKING:
     from cronwarden.ops.doctor import DeadLetterPolicy
@@ -51,12 +51,27 @@ class SQLiteQueue(Queue):
     ``max_deliveries``: deliveries without settlement before the queue dead-letters a message
     itself (reason ``MaxDeliveryCountExceeded``); a message may lower or raise it with the
     ``cw-max-deliveries`` attribute. ``dedup_window``: seconds a ``dedup_id`` is remembered.
+    ``busy_timeout``: seconds to wait for another process's write lock (default 5).
+
+    Every operation raises :class:`~cronwarden.model.errors.StoreUnavailable` (nothing applied:
+    send it again later) when the file stays locked past the busy timeout (another process
+    stopped or stuck inside a write) or cannot be used, in one line naming the file; never a raw
+    ``sqlite3.OperationalError``.
     """
 
-    def __init__(self, path: str, *, max_deliveries: int = 10, dedup_window: float = 600.0):
+    def __init__(
+        self,
+        path: str,
+        *,
+        max_deliveries: int = 10,
+        dedup_window: float = 600.0,
+        busy_timeout: float = BUSY_TIMEOUT_MS / 1000,
+    ):
         if max_deliveries < 1:
             raise ValueError("max_deliveries must be at least 1")
-        self._db = Database(path, _SCHEMA)
+        self._db = Database(
+            path, _SCHEMA, busy_timeout_ms=int(busy_timeout * 1000), where="SQLite queue"
+        )
         self.max_deliveries = max_deliveries
         self.dedup_window = dedup_window
         self.capabilities = QueueCapabilities(dedup=True, max_deliveries=max_deliveries)
@@ -70,7 +85,7 @@ class SQLiteQueue(Queue):
         delay: float = 0.0,
     ) -> None:
         now = time.time()
-        with self._db.write() as conn:
+        with self._db.translated("publish"), self._db.write() as conn:
             if dedup_id is not None:
                 conn.execute("DELETE FROM dedup WHERE seen_at < ?", (now - self.dedup_window,))
                 inserted = conn.execute(
@@ -103,7 +118,7 @@ class SQLiteQueue(Queue):
     def _receive_now(self, max_messages: int, visibility: float) -> list[Delivery]:
         now = time.time()
         out: list[Delivery] = []
-        with self._db.write() as conn:
+        with self._db.translated("receive"), self._db.write() as conn:
             rows = conn.execute(
                 "SELECT seq, message_id, body, attributes, attempt, enqueued_at FROM messages "
                 "WHERE dlq = 0 AND visible_at <= ? ORDER BY visible_at, seq LIMIT ?",
@@ -142,10 +157,12 @@ class SQLiteQueue(Queue):
                 )
         return out
 
-    def _settle(self, delivery: Delivery, sql: str, *args: object, only_live: bool = False) -> bool:
+    def _settle(
+        self, delivery: Delivery, what: str, sql: str, *args: object, only_live: bool = False
+    ) -> bool:
         seq, receipt = delivery.handle
         where = " WHERE seq = ? AND receipt = ?" + (" AND dlq = 0" if only_live else "")
-        with self._db.write() as conn:
+        with self._db.translated(what), self._db.write() as conn:
             return bool(conn.execute(sql + where, (*args, seq, receipt)).rowcount)
 
     def dead_letter_policy(self) -> DeadLetterPolicy:
@@ -156,17 +173,20 @@ class SQLiteQueue(Queue):
         return DeadLetterPolicy(True, self.max_deliveries, "the SQLite queue's dead letters")
 
     def ack(self, delivery: Delivery) -> None:
-        self._settle(delivery, "DELETE FROM messages")
+        self._settle(delivery, "ack", "DELETE FROM messages")
 
     def retry(self, delivery: Delivery, delay: float) -> None:
         self._settle(
             delivery,
+            "retry",
             "UPDATE messages SET visible_at = ?, receipt = NULL",
             time.time() + max(0.0, delay),
         )
 
     def extend(self, delivery: Delivery, visibility: float) -> None:
-        self._settle(delivery, "UPDATE messages SET visible_at = ?", time.time() + visibility)
+        self._settle(
+            delivery, "extend", "UPDATE messages SET visible_at = ?", time.time() + visibility
+        )
 
     def dead_letter(self, delivery: Delivery, reason: str, description: str = "") -> None:
         """Move the delivery to the dead letters with ``reason`` and ``description`` (made
@@ -175,6 +195,7 @@ class SQLiteQueue(Queue):
         reason: a repeated call changes nothing."""
         self._settle(
             delivery,
+            "dead_letter",
             "UPDATE messages SET dlq = 1, reason = ?, description = ?, dead_lettered_at = ?, "
             "receipt = NULL",
             storable(reason, _MAX_REASON_BYTES),
@@ -186,6 +207,10 @@ class SQLiteQueue(Queue):
     def holds(self, run_key: str) -> bool:
         """Whether a message for ``run_key`` waits in the queue (not dead-lettered): what the
         CLI's manual trigger reads to say "already queued" instead of enqueuing a repeat."""
+        with self._db.translated("holds"):
+            return self._holds(run_key)
+
+    def _holds(self, run_key: str) -> bool:
         row = (
             self._db.connection()
             .execute(
@@ -198,22 +223,18 @@ class SQLiteQueue(Queue):
         return row is not None
 
     def dlq_depth(self) -> int:
+        with self._db.translated("dlq depth"):
+            return self._dlq_depth()
+
+    def _dlq_depth(self) -> int:
         (count,) = (
             self._db.connection().execute("SELECT count(*) FROM messages WHERE dlq = 1").fetchone()
         )
         return int(count)
 
     def dlq_peek(self, limit: int = 10) -> list[DeadLetter]:
-        rows = (
-            self._db.connection()
-            .execute(
-                "SELECT message_id, body, attributes, reason, description, attempt, "
-                "dead_lettered_at FROM messages WHERE dlq = 1 "
-                "ORDER BY dead_lettered_at, seq LIMIT ?",
-                (limit,),
-            )
-            .fetchall()
-        )
+        with self._db.translated("dlq peek"):
+            rows = self._dlq_rows(limit)
         return [
             DeadLetter(
                 message_id=r[0],
@@ -227,11 +248,23 @@ class SQLiteQueue(Queue):
             for r in rows
         ]
 
+    def _dlq_rows(self, limit: int) -> list[Any]:
+        return (
+            self._db.connection()
+            .execute(
+                "SELECT message_id, body, attributes, reason, description, attempt, "
+                "dead_lettered_at FROM messages WHERE dlq = 1 "
+                "ORDER BY dead_lettered_at, seq LIMIT ?",
+                (limit,),
+            )
+            .fetchall()
+        )
+
     def redrive(self, limit: int = 10) -> int:
         if limit < 1:
             raise ValueError("redrive limit must be at least 1")
         now = time.time()
-        with self._db.write() as conn:
+        with self._db.translated("redrive"), self._db.write() as conn:
             rows = conn.execute(
                 "SELECT seq, attributes FROM messages WHERE dlq = 1 "
                 "ORDER BY dead_lettered_at, seq LIMIT ?",

@@ -12,6 +12,14 @@ mapped to the store's three outcomes in one place.
   with any other SQLSTATE (disk full, out of memory, too many connections) rolled the
   transaction back -> :class:`StoreUnavailable`.
 
+A server restart (or a backend terminated by an administrator) leaves every idle pooled
+connection stale: the server sent it ``57P01`` and closed it. Each connection is validated when
+it leaves the pool, without a round trip (:func:`_stale`: closed, broken, or its socket readable,
+which an idle connection never is unless the server ended the session), and replaced when stale;
+a read that meets a connection lost after that check is sent once more on a fresh one. So a
+restart costs no operation an error once the server accepts connections again (statements in
+flight while it stopped keep their outcome: unknown for a write).
+
 Every message passes through :func:`~cronwarden.model.redaction.redact` and names the server by its
 redacted DSN: the password never reaches a log line or an error snippet.
 
@@ -23,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import select
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -46,6 +55,8 @@ log = logging.getLogger("cronwarden.postgres")
 T = TypeVar("T")
 SERIALIZATION_RETRIES = 3
 CLIENT_GRACE = 5.0  #: seconds past statement_timeout before the client gives up on the server
+#: reads sent again on a fresh connection after theirs was lost (a read is safe to repeat)
+READ_RECONNECTS = 1
 EXTRA_HINT = "pip install 'cronwarden[postgres]'"
 
 
@@ -117,8 +128,12 @@ class Database:
         """``work(conn)`` on a pooled connection, with errors mapped (module docs). ``writes``:
         a lost connection means the outcome is unknown rather than "not applied"."""
         psycopg = self._psycopg
-        for attempt in range(1, SERIALIZATION_RETRIES + 2):
-            with self._connection(what) as conn, self._watchdog.guard(conn, self.deadline):
+        reconnects = 0 if writes else READ_RECONNECTS
+        for attempt in range(1, SERIALIZATION_RETRIES + 2 + reconnects):
+            with (
+                self._connection(what) as conn,
+                self._watchdog.guard(conn, self.deadline) as call,
+            ):
                 try:
                     return work(conn)
                 except psycopg.errors.SerializationFailure as exc:
@@ -126,6 +141,15 @@ class Database:
                 except psycopg.errors.DeadlockDetected as exc:
                     last = exc
                 except psycopg.Error as exc:
+                    lost = (conn.broken or conn.closed) and not call.severed
+                    if reconnects and lost and not self._closed:
+                        # the connection died under a read (a restart racing the check; not
+                        # the watchdog giving up on a server that does not answer): nothing
+                        # was changed, so read again on a fresh connection
+                        reconnects -= 1
+                        log.info("%s: connection lost (%s); reading again", what, redact(str(exc)))
+                        last = exc
+                        continue
                     raise self._translate(exc, what=what, writes=writes) from exc
             log.debug("%s: %s, retry %s", what, type(last).__name__, attempt)
         raise CommitConflict(
@@ -145,12 +169,7 @@ class Database:
         psycopg = self._psycopg
         if self._closed:
             raise StoreUnavailable(f"{what}: the Postgres provider is closed")
-        try:
-            conn = self.pool.getconn()
-        except Exception as exc:  # PoolTimeout, PoolClosed: nothing was sent
-            raise StoreUnavailable(
-                redact(f"{what}: no connection to Postgres at {self._where}: {self._why(exc)}")
-            ) from exc
+        conn = self._checkout(what)
         try:
             if not self._migrated:
                 with self._watchdog.guard(conn, self.deadline):
@@ -161,6 +180,27 @@ class Database:
                 log.debug("discarding a broken connection")
             with contextlib.suppress(psycopg.Error, Exception):
                 self.pool.putconn(conn)
+
+    def _checkout(self, what: str) -> psycopg.Connection[Any]:
+        """A pooled connection that is not :func:`_stale`; stale ones are closed and handed
+        back (the pool opens replacements), at most ``pool_max`` + 1 of them per call."""
+        for _ in range(self.settings.pool_max + 1):
+            try:
+                conn: psycopg.Connection[Any] = self.pool.getconn()
+            except Exception as exc:  # PoolTimeout, PoolClosed: nothing was sent
+                raise StoreUnavailable(
+                    redact(f"{what}: no connection to Postgres at {self._where}: {self._why(exc)}")
+                ) from exc
+            if not _stale(conn):
+                return conn
+            log.info("%s: replacing a pooled connection the server closed (restarted?)", what)
+            with contextlib.suppress(Exception):
+                conn.close()
+            with contextlib.suppress(Exception):
+                self.pool.putconn(conn)  # closed: the pool discards it and opens another
+        raise StoreUnavailable(
+            redact(f"{what}: every pooled connection to Postgres at {self._where} was closed")
+        )
 
     def _why(self, exc: BaseException) -> str:
         """Why the pool has no connection: the pool only says it timed out, so try one direct
@@ -283,6 +323,31 @@ class _Sweeper:
             self._thread.join(timeout=10)
 
 
+class _Call:
+    """One guarded call: ``severed`` once the watchdog cut its connection."""
+
+    severed = False
+
+
+def _stale(conn: Any) -> bool:
+    """Whether a connection just taken from the pool is unusable, judged without a round trip:
+    psycopg knows it closed or broken, or its socket is readable. An idle autocommit connection
+    that listens to nothing receives nothing unless the server ended the session (a restart's
+    ``57P01`` and end of file, a reset); at worst a stray notice costs one reconnect."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        fd = conn.pgconn.socket
+        if hasattr(select, "poll"):  # no descriptor limit (select() fails past 1024)
+            poller = select.poll()
+            poller.register(fd, select.POLLIN)
+            return bool(poller.poll(0))  # readable, or hung up / in error
+        readable, _, _ = select.select([fd], [], [], 0)
+    except Exception:  # no socket any more
+        return True
+    return bool(readable)
+
+
 def _rolled_back(sqlstate: str | None) -> bool:
     """Whether an operational error the server itself reported (a SQLSTATE) means the write's
     transaction was rolled back: the server answered with an error, so it did not commit.
@@ -305,27 +370,28 @@ class _Watchdog:
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._calls: dict[int, tuple[float, Any]] = {}
+        self._calls: dict[int, tuple[float, Any, _Call]] = {}
         self._next = 0
         self._wake = threading.Event()
         self._stopping = False
         self._thread: threading.Thread | None = None
 
     @contextlib.contextmanager
-    def guard(self, conn: Any, seconds: float) -> Iterator[None]:
+    def guard(self, conn: Any, seconds: float) -> Iterator[_Call]:
         import time
 
         with self._guard:
             token = self._next
             self._next += 1
-            self._calls[token] = (time.monotonic() + seconds, conn)
+            call = _Call()
+            self._calls[token] = (time.monotonic() + seconds, conn, call)
             if self._thread is None and not self._stopping:
                 self._thread = threading.Thread(
                     target=self._loop, name="cronwarden-pg-watchdog", daemon=True
                 )
                 self._thread.start()
         try:
-            yield
+            yield call
         finally:
             with self._guard:
                 self._calls.pop(token, None)
@@ -336,8 +402,9 @@ class _Watchdog:
         while not self._stopping:
             now = time.monotonic()
             with self._guard:
-                late = [c for deadline, c in self._calls.values() if deadline <= now]
-            for conn in late:
+                late = [(c, k) for deadline, c, k in self._calls.values() if deadline <= now]
+            for conn, call in late:
+                call.severed = True
                 log.warning("Postgres did not answer within the deadline: severing the connection")
                 _sever(conn)
             self._wake.wait(0.25)

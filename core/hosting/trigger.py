@@ -12,14 +12,16 @@ retry with backoff / postpone / dead-letter) that the host applies its own way.
 from __future__ import annotations
 
 import json
+import random
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ..jobs.definitions import Job, JobSet
-from ..model.errors import MalformedRunRequest
+from ..model.errors import MalformedRunRequest, StoreUnavailable
 from ..model.logs import get_logger
 from ..model.ports import AFTER_ATTRIBUTE, REDRIVE_ATTRIBUTE, Delivery, Publisher, Queue, Store
 from ..model.redaction import redact
@@ -39,6 +41,8 @@ from ..watch.probe import answer_probe, probe_token
 
 log = get_logger("trigger")
 wlog = get_logger("worker")
+#: seconds a pull worker keeps sending a settlement the queue did not take (StoreUnavailable)
+SETTLE_RETRY_FOR = 30.0
 
 
 class Trigger:
@@ -53,6 +57,10 @@ class Trigger:
         self, job_name: str, fired_at: datetime, *, reason: str = "schedule"
     ) -> list[RunRequest]:
         """Enqueue the window ``fired_at`` falls in, plus catch-up windows (oldest first).
+
+        With catch-up windows, the current window is the last of their oldest-first batch: it
+        waits, like each of them, while the window before it can still run, so it never starts
+        before an older window of the tick with any number of workers.
 
         A dependent job (``after=``) is never fired by time: a tick for it (a scheduler a
         deployment still has) enqueues nothing and logs a warning; its upstreams' completions
@@ -75,14 +83,14 @@ class Trigger:
                 for w in catch_up_windows(self.store, job, window)
             ]
         requests.append(RunRequest(job.name, window, reason=reason))
-        self.publish_oldest_first(requests[:-1])
-        self.publish(requests[-1])
+        self.publish_oldest_first(requests)
         return requests
 
     def publish_oldest_first(self, requests: list[RunRequest]) -> None:
-        """Publish a batch of catch-up / backfill requests of one job so that they run oldest
-        first with any number of workers: each carries the window before it
-        (:data:`~cronwarden.model.ports.AFTER_ATTRIBUTE`) and waits while that one can still run."""
+        """Publish a batch of catch-up / backfill requests of one job (a tick's batch ends with
+        its current window) so that they run oldest first with any number of workers: each
+        carries the window before it (:data:`~cronwarden.model.ports.AFTER_ATTRIBUTE`) and waits
+        while that one can still run."""
         ordered = sorted(requests, key=lambda r: r.window)
         for previous, request in zip([None, *ordered], ordered, strict=False):
             self.publish(request, after=None if previous is None else previous.window)
@@ -212,7 +220,16 @@ class Worker:
     each verdict with :func:`~cronwarden.model.settlement.settle_on`.
     ``in_progress_retries`` is the push hosts' variant of the mapping (see
     :func:`~cronwarden.model.settlement.verdict_for`).
+
+    A settlement the pull queue did not take (:class:`~cronwarden.model.errors.StoreUnavailable`:
+    a database restarting, a file locked by a paused writer) is sent again with backoff for up
+    to :attr:`settle_retry_for` seconds: otherwise the delivery would only come back when its
+    visibility ran out (a lease TTL later), past a short job's grace. Settlements are safe to
+    repeat: each names the delivery's receipt (a postponement's copy that lands twice is
+    deduplicated by the claim).
     """
+
+    settle_retry_for: float = SETTLE_RETRY_FOR
 
     def __init__(
         self,
@@ -327,14 +344,40 @@ class Worker:
         """Decide one pulled delivery and settle it on :attr:`queue`. Returns the outcome."""
         queue = self.queue
         decision = self.decide(delivery, extend=lambda: queue.extend(delivery, self.visibility))
-        settle_on(queue, delivery, decision.verdict)
+        self._settle_on(queue, delivery, decision.verdict)
         return decision.outcome
+
+    def _settle_on(self, queue: Queue, delivery: Delivery, verdict: Verdict) -> None:
+        """:func:`settle_on`, sent again while the queue reports it unavailable (see the class
+        docstring); the last error is raised once :attr:`settle_retry_for` has passed."""
+        give_up = time.monotonic() + self.settle_retry_for
+        pause = 0.1
+        while True:
+            try:
+                settle_on(queue, delivery, verdict)
+                return
+            except StoreUnavailable as exc:
+                if time.monotonic() + pause >= give_up:
+                    raise
+                wlog.warning(
+                    "could not %s %s: %s; trying again",
+                    verdict.action.value,
+                    delivery.message_id,
+                    redact(str(exc))[:300],
+                    extra={
+                        "event": "worker.settle_retry",
+                        "message_id": delivery.message_id,
+                        "error_type": type(exc).__name__,
+                    },
+                )
+            time.sleep(pause * (0.5 + random.random() / 2))
+            pause = min(2.0, pause * 2)
 
     def settle(self, delivery: Delivery, outcome: Outcome) -> None:
         """Deprecated: settle ``outcome`` on :attr:`queue` (use :meth:`decide` and a host's
         way of applying the :class:`Verdict`)."""
         verdict = verdict_for(outcome, in_progress_retries=self.in_progress_retries)
-        settle_on(self.queue, delivery, capped(verdict, delivery))
+        self._settle_on(self.queue, delivery, capped(verdict, delivery))
 
     def _reject(self, delivery: Delivery, reason: str, detail: str) -> Verdict:
         detail = redact(detail)

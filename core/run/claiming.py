@@ -13,6 +13,12 @@ not (duplicate, in progress, overlap policy, payload mismatch, contention).
 * **Takeover**: a run whose lease ran out (or that failed) is updated against the version read:
   new owner, fence + 1, attempt + 1. A concurrent claimer loses the compare-and-set, reads
   again and judges again, at most ``CLAIM_ROUNDS`` times.
+* **A claim of unknown outcome** (:class:`~cronwarden.model.errors.CommitOutcomeUnknown`: the
+  reply was lost) is read back in the next round: a run record and lock that name this claim's
+  owner token (unique to one ``claim`` call) mean a commit of it landed, and it is adopted (the
+  run goes ahead as the same attempt); else the records are judged as usual. Without this, a
+  landed claim would hold the window "in progress" until its lease ran out, a lease TTL late.
+  When every round's outcome stays unknown, the last error is raised (the delivery is retried).
 """
 
 from __future__ import annotations
@@ -26,9 +32,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..jobs.definitions import Job, Overlap
-from ..model.errors import CommitConflict
+from ..model.errors import CommitConflict, CommitOutcomeUnknown
 from ..model.logs import RunLogger
-from ..model.ports import Create, Merge, Op, Record, Store, Update
+from ..model.ports import Create, Key, Merge, Op, Record, Store, Update
 from ..model.records import (
     CONSECUTIVE_FAILURES,
     DUPLICATES,
@@ -51,6 +57,9 @@ from .lease import Lease
 
 CLAIM_ROUNDS = 6
 _CATCHING_UP = {"catch_up", "backfill"}
+#: requests that wait for the window before them in an oldest-first batch (``after``): catch-up
+#: and backfill windows, and the current window a tick with catch-up windows enqueued last
+_ORDERED = {*_CATCHING_UP, "schedule"}
 #: requests a person made (a pause lets them through); a redrive counts as one too
 _BY_HAND = {"manual", "rerun", "backfill"}
 #: fires the scheduler made (a pause excuses their windows; so it does an upstream's wake-up)
@@ -134,7 +143,7 @@ class Claimer:
         after: datetime | None = None,
     ) -> Claim | Refusal:
         window_text = request.slot_text
-        if after is not None and request.reason in _CATCHING_UP:
+        if after is not None and request.reason in _ORDERED:
             waiting = self._predecessor_pending(job, request, after, log)
             if waiting is not None:
                 return waiting
@@ -146,6 +155,7 @@ class Claimer:
         owner = f"{self.worker_id}:{secrets.token_hex(4)}"
         payload_fp = fingerprint(request.payload)
 
+        unknown: CommitOutcomeUnknown | None = None
         for round_no in range(CLAIM_ROUNDS):
             now = self.clock()
             lock = LockRecord(
@@ -165,6 +175,10 @@ class Claimer:
                 opened = self._opened(recorded=1)
             else:
                 existing_run = self.store.get(run_k)
+                # our owner token on it: a commit of ours whose reply was lost landed
+                adopted = self._landed(existing_run, lock_k, owner, ttl)
+                if adopted is not None:
+                    return self._started(job, request, adopted, log)
                 # a finished window's duplicate is judged by its run record alone
                 settled = _settled_by_run(existing_run, request, redrive)
                 existing_lock = None if settled else self.store.get(lock_k)
@@ -200,20 +214,15 @@ class Claimer:
                 versions = self.store.commit(ops)
             except CommitConflict:
                 continue
+            except CommitOutcomeUnknown as exc:
+                unknown = exc  # the next round reads it back
+                continue
             lease = Lease(
                 self.store, self.clock, ttl, run_k, run, versions[0], lock_k, lock, versions[1]
             )
-            log.extra["attempt"] = run.attempt  # type: ignore[index]
-            log.extra["fence"] = run.fence  # type: ignore[index]
-            log.event(
-                logging.INFO,
-                "run.started",
-                f"{job.name}: started window {window_text} (attempt {run.attempt}"
-                f"{', resuming from checkpoint' if run.fence > 1 else ''})",
-                resumed=run.fence > 1,
-                reason=request.reason,
-            )
-            return Claim(lease, run)
+            return self._started(job, request, Claim(lease, run), log)
+        if unknown is not None:
+            raise unknown
         log.event(
             logging.WARNING,
             "run.deferred",
@@ -222,13 +231,54 @@ class Claimer:
         )
         return Refusal(Refused.DEFERRED, delay=_backoff(job, 1), reason="contention")
 
+    def _landed(
+        self, stored_run: Record | None, lock_k: Key, owner: str, ttl: timedelta
+    ) -> Claim | None:
+        """The claim, when the run record and the lock both name ``owner`` (a token unique to
+        this claim call: a commit of it whose reply was lost landed); else None. One read more
+        (the lock) only then."""
+        if stored_run is None or stored_run.data.get("owner") != owner:
+            return None
+        stored_lock = self.store.get(lock_k)
+        if stored_lock is None or stored_lock.data.get("owner") != owner:
+            return None
+        run = RunRecord.from_data(stored_run.data)
+        lease = Lease(
+            self.store,
+            self.clock,
+            ttl,
+            stored_run.key,
+            run,
+            stored_run.version,
+            lock_k,
+            LockRecord.from_data(stored_lock.data),
+            stored_lock.version,
+        )
+        return Claim(lease, run)
+
+    def _started(self, job: Job, request: RunRequest, claim: Claim, log: RunLogger) -> Claim:
+        """``claim``, logged as started."""
+        run = claim.run
+        log.extra["attempt"] = run.attempt  # type: ignore[index]
+        log.extra["fence"] = run.fence  # type: ignore[index]
+        log.event(
+            logging.INFO,
+            "run.started",
+            f"{job.name}: started window {request.slot_text} (attempt {run.attempt}"
+            f"{', resuming from checkpoint' if run.fence > 1 else ''})",
+            resumed=run.fence > 1,
+            reason=request.reason,
+        )
+        return claim
+
     def _predecessor_pending(
         self, job: Job, request: RunRequest, after: datetime, log: RunLogger
     ) -> Refusal | None:
-        """Catch-up and backfill run oldest-first per job with any number of workers: a
-        window waits (DEFERRED, no delivery attempt used) while the window before it in its
-        batch can still run: no run record yet (its request is queued), failed (a retry is
-        due) or running. One read, on the catch-up path only."""
+        """Catch-up and backfill (and the current window of a tick that enqueued catch-up
+        windows) run oldest-first per job with any number of workers: a window waits
+        (DEFERRED, no delivery attempt used) while the window before it in its batch can still
+        run: no run record yet (its request is queued), failed (a retry is due) or running.
+        One read, on the catch-up path only."""
         if after >= request.window:
             return None
         record = self.store.get(run_key_of(job.name, format_window(after)))

@@ -24,6 +24,13 @@ read back, and the write id each write stamps on it says whether this very write
 lease is kept, the versions read are adopted) or not (the same write is sent again, its
 versions still right); a record someone else wrote means the lease was taken over.
 
+A write of unknown outcome that could not be read back before its retries ended (the store
+unreadable past :attr:`Lease.retry_for`, the keeper stopped) is remembered as *unsettled*: a
+later write refused on the run or lock record first reads the run record back, and when it
+carries an unsettled write's id that write did land (a renewal whose reply was lost): its records
+and versions are adopted and the refused write is sent again. Only a record no write of this
+owner produced means a takeover; an ambiguous renewal never ends its own run as ``lease_lost``.
+
 The :class:`LeaseKeeper` thread renews when no write happened for a third of the TTL, stops
 renewing once the run passes its max runtime (the handler is then asked to stop, and the lease
 runs out so another worker can take over), and marks the lease lost when renewal is refused or
@@ -38,7 +45,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -64,6 +71,17 @@ _log = get_logger("lease")
 
 def new_write_id() -> str:
     return uuid.uuid4().hex[:16]
+
+
+@dataclass(frozen=True)
+class _Unsettled:
+    """A fenced write whose outcome is unknown: what it put on the records, should it have
+    landed (``lock`` is None when it did not write the lock)."""
+
+    write_id: str
+    run: RunRecord
+    lock: LockRecord | None
+    expires: datetime | None
 
 
 class Lease:
@@ -107,6 +125,8 @@ class Lease:
         #: set to stop a write's retries at once (the keeper's renewal when the run ends)
         self.quit_retrying = threading.Event()
         self.resolved_unknown = 0  #: commits of unknown outcome settled by reading back
+        #: writes of unknown outcome not yet read back (see the module docstring)
+        self._unsettled: list[_Unsettled] = []
         self.retried_unavailable = 0  #: writes sent again after the store did not apply them
         #: when the run must stop by this owner's clock (claim time + max runtime; set by the
         #: keeper). Past it the owner no longer trusts its lease: a reader whose clock runs up
@@ -183,10 +203,13 @@ class Lease:
                     Update(self.lock_key, lock.to_data(), self.lock_version),
                     *extra,
                 ]
+                written = _Unsettled(write_id, run, lock, expires_at)
                 try:
-                    versions = self._commit(ops, write_id, lock_kept=True)
+                    versions = self._commit(ops, write_id, lock_kept=True, unsettled=written)
                     break
                 except CommitConflict as exc:
+                    if exc.index <= 1 and self._settle_earlier():
+                        continue  # an earlier write of ours had landed: write again on it
                     if exc.index == 1 and self._adopt_lock():
                         continue  # a pause (or its resume) changed our lock: write again
                     if exc.index <= 1:
@@ -198,6 +221,7 @@ class Lease:
             self.lock, self.lock_version = lock, versions[1]
             self.last_write = self.clock()
             self._expires = expires_at
+            self._unsettled.clear()  # none of them can land now: the versions moved on
             return versions[2:]
 
     def mark(self, extra: Sequence[Op]) -> list[Version]:
@@ -217,13 +241,25 @@ class Lease:
             write_id = new_write_id()
             run = self.run.with_(write_id=write_id)
             ops: list[Op] = [Update(self.run_key, run.to_data(), self.run_version), *extra]
-            try:
-                versions = self._commit(ops, write_id, lock_kept=False, lock_written=False)
-            except CommitConflict as exc:
-                if exc.index == 0:
-                    raise self._taken_over() from exc
-                raise
+            for _ in range(2):
+                written = _Unsettled(write_id, run, None, None)
+                try:
+                    versions = self._commit(
+                        ops, write_id, lock_kept=False, lock_written=False, unsettled=written
+                    )
+                    break
+                except CommitConflict as exc:
+                    if exc.index == 0 and self._settle_earlier():
+                        run = self.run.with_(write_id=write_id)
+                        ops = [Update(self.run_key, run.to_data(), self.run_version), *extra]
+                        continue  # an earlier write of ours had landed: mark on top of it
+                    if exc.index == 0:
+                        raise self._taken_over() from exc
+                    raise
+            else:
+                raise self._taken_over()
             self.run, self.run_version = run, versions[0]
+            self._unsettled.clear()
             return versions[1:]
 
     def renew(self) -> None:
@@ -259,6 +295,8 @@ class Lease:
                     versions = self._commit(ops, write_id, lock_kept=False)
                     break
                 except CommitConflict as exc:
+                    if exc.index <= 1 and self._settle_earlier():
+                        continue  # an earlier write of ours had landed: finish on top of it
                     if exc.index == 1 and self._adopt_lock():
                         continue
                     if exc.index > 1:
@@ -275,6 +313,47 @@ class Lease:
             return Update(self.lock_key, held.to_data(), self.lock_version)
         return Delete(self.lock_key, self.lock_version)
 
+    def settle_unknown(self) -> bool:
+        """Read back the writes of unknown outcome this lease could not resolve when they were
+        sent; True when one of them had landed (its records, versions and expiry are adopted:
+        the lease lasts longer than this owner knew). Store errors propagate."""
+        with self.mutex:
+            return self._settle_earlier()
+
+    def _settle_earlier(self) -> bool:
+        """After a write of ours was refused on the run or lock record: whether an earlier
+        write of unknown outcome (:class:`_Unsettled`) landed, which would explain the refusal.
+        If so its records and versions are adopted (the caller writes again); else False (the
+        caller judges the refusal as before)."""
+        if not self._unsettled:
+            return False
+        stored = self.store.get(self.run_key)
+        found = stored.data.get("write_id") if stored is not None else None
+        landed = next((w for w in self._unsettled if w.write_id == found), None)
+        if stored is None or landed is None:
+            return False
+        lock, lock_version = self.lock, self.lock_version
+        if landed.lock is not None:
+            current = self.store.get(self.lock_key)
+            if current is None:
+                return False
+            held = LockRecord.from_data(current.data)
+            if held.owner != landed.lock.owner or held.run_id != landed.lock.run_id:
+                return False
+            lock, lock_version = replace(landed.lock, pause=held.pause), current.version
+        self.run, self.run_version = landed.run, stored.version
+        self.lock, self.lock_version = lock, lock_version
+        if landed.expires is not None:
+            self._expires = landed.expires
+        self._unsettled.clear()
+        self.resolved_unknown += 1
+        _log.warning(
+            "%s: an earlier write of unknown outcome had landed; its versions are adopted",
+            self.run.run_key,
+            extra={"event": "store.unknown_resolved", "run_key": self.run.run_key, "landed": True},
+        )
+        return True
+
     def _adopt_lock(self) -> bool:
         """After our lock op was refused while the run record was not: a pause or a resume
         (:mod:`cronwarden.jobs.pause`) rewrote the lock this run holds. True (the lock's pause and
@@ -289,27 +368,41 @@ class Lease:
         return True
 
     def _commit(
-        self, ops: list[Op], write_id: str, *, lock_kept: bool, lock_written: bool = True
+        self,
+        ops: list[Op],
+        write_id: str,
+        *,
+        lock_kept: bool,
+        lock_written: bool = True,
+        unsettled: _Unsettled | None = None,
     ) -> list[Version]:
         """``store.commit(ops)``, resolving failures that are not refusals (see the module
         docstring). Raises CommitConflict, LeaseLost (read back: another owner wrote the run
-        record) or the store's last error once :attr:`retry_for` or the lease ran out."""
+        record) or the store's last error once :attr:`retry_for` or the lease ran out; a write
+        that may have landed is then remembered as ``unsettled`` (when given)."""
         give_up = time.monotonic() + self.retry_for
         pause = self.retry_backoff
         sent_before = False  #: an earlier attempt may still land (a store that was frozen)
+        error: StoreUnavailable
         while True:
             try:
                 return self.store.commit(ops)
             except CommitConflict:
-                if sent_before:  # refused because our own earlier attempt landed meanwhile?
+                if not sent_before:
+                    raise
+                # refused because our own earlier attempt landed meanwhile?
+                try:
                     landed = self._read_back(
                         write_id, lock_kept, len(ops), resend=False, lock_written=lock_written
                     )
+                except StoreUnavailable as unreadable:  # cannot tell yet: try again below
+                    error = unreadable
+                else:
                     if landed is not None:
                         return landed
-                raise
+                    raise
             except CommitOutcomeUnknown as exc:
-                error: StoreUnavailable = exc
+                error = exc
                 sent_before = True
                 with contextlib.suppress(StoreUnavailable):  # unreadable: try again below
                     landed = self._read_back(
@@ -321,9 +414,13 @@ class Lease:
                         return landed
             except StoreUnavailable as exc:
                 error = exc
-            if time.monotonic() >= give_up or self.clock() >= self._expires:
-                raise error
-            if self.quit_retrying.wait(pause * (0.5 + random.random() / 2)):
+            if (
+                time.monotonic() >= give_up
+                or self.clock() >= self._expires
+                or self.quit_retrying.wait(pause * (0.5 + random.random() / 2))
+            ):
+                if sent_before and unsettled is not None:
+                    self._unsettled.append(unsettled)
                 raise error
             self.retried_unavailable += 1
             self._note("store.retry", error)
@@ -367,6 +464,12 @@ class Lease:
                 lock_version = lock.version
             return [stored.version, lock_version, *([None] * (count - 2))]
         if resend and stored is not None and stored.version == self.run_version:
+            return None
+        if stored is not None and any(
+            w.write_id == stored.data.get("write_id") for w in self._unsettled
+        ):
+            # an earlier write of ours landed, so this one cannot have: the refusal of its
+            # resend is settled by the caller (:meth:`_settle_earlier`)
             return None
         if not resend:
             return None  # the caller raises the refusal it holds
@@ -442,7 +545,7 @@ class LeaseKeeper(threading.Thread):
                     self.on_lost(exc)
                 return
             except Exception as exc:  # store unreachable: retry until the lease runs out
-                if lease.clock() >= lease.expires_at():
+                if lease.clock() >= lease.expires_at() and not _settled(lease):
                     lost = LeaseLost(f"lease expired while the store was unreachable: {exc}")
                     lease.interrupt(lost)
                     if self.on_lost:
@@ -465,3 +568,12 @@ class LeaseKeeper(threading.Thread):
     def _next_wait(self) -> float:
         since = (self.lease.clock() - self.lease.last_write).total_seconds()
         return max(0.02, min(self.interval, self.interval - since))
+
+
+def _settled(lease: Lease) -> bool:
+    """Whether a renewal of unknown outcome turns out to have landed (the lease lasts longer
+    than its owner knew); False when it did not or the store cannot tell yet."""
+    try:
+        return lease.settle_unknown()
+    except StoreUnavailable:
+        return False
