@@ -7,7 +7,7 @@ import json
 import threading
 from typing import Any
 
-from cronwarden.model.errors import CommitConflict
+from cronwarden.model.errors import CommitConflict, ContentRefused
 from cronwarden.model.ports import (
     Create,
     Delete,
@@ -21,12 +21,23 @@ from cronwarden.model.ports import (
     Version,
     apply_merge,
 )
+from cronwarden.model.text import has_surrogate
 
 
 def _json_copy(data: Any) -> Any:
     """A deep copy through JSON: what a real store would give back, and a loud ``TypeError``
     for values no real store accepts (datetimes, sets, objects)."""
     return json.loads(json.dumps(data, allow_nan=False))
+
+
+def _stored(data: Any, where: str) -> str:
+    """``data`` as the JSON text kept for it; :class:`ContentRefused` (nothing applied) for
+    text no shipped store holds: a lone surrogate, which no UTF-8 encoder takes and which a
+    JSON round trip would merge with its neighbour."""
+    text = json.dumps(data, allow_nan=False, ensure_ascii=False)
+    if has_surrogate(text):
+        raise ContentRefused(f"{where}: a lone surrogate in the data; no store can hold it")
+    return text
 
 
 def merged(existing: dict[str, Any] | None, op: Merge) -> dict[str, Any]:
@@ -42,7 +53,8 @@ class MemoryStore(Store):
     re-create. Data is copied through JSON on the way in and out, so a test cannot mutate a
     stored record by accident and a non-JSON value fails here as it would on a real store.
     ``max_commit_ops`` defaults to 100, the smallest limit of a shipped backend (Table Storage),
-    so code that passes here fits every store.
+    so code that passes here fits every store; so does its refusal of text no store holds (a
+    lone surrogate: :class:`~cronwarden.model.errors.ContentRefused`, nothing applied).
     """
 
     def __init__(self, *, max_commit_ops: int = 100) -> None:
@@ -72,19 +84,21 @@ class MemoryStore(Store):
             for index, op in enumerate(ops):
                 current = self._records.get(op.key)
                 where = f"{op.key.kind} {op.key.job}/{op.key.id}"
+                if has_surrogate(op.key.job + op.key.id):
+                    raise ContentRefused(f"{where!a}: a lone surrogate in the key")
                 if isinstance(op, Create):
                     if current is not None:
                         raise CommitConflict(index, "exists", where)
-                    writes[op.key] = json.dumps(_json_copy(dict(op.data)))
+                    writes[op.key] = _stored(dict(op.data), where)
                 elif isinstance(op, Update | Delete):
                     if current is None or current[1] != op.version:
                         raise CommitConflict(index, "version", where)
                     writes[op.key] = (
-                        None if isinstance(op, Delete) else json.dumps(_json_copy(dict(op.data)))
+                        None if isinstance(op, Delete) else _stored(dict(op.data), where)
                     )
                 else:
                     before = json.loads(current[0]) if current else None
-                    writes[op.key] = json.dumps(_json_copy(merged(before, op)))
+                    writes[op.key] = _stored(merged(before, op), where)
             version = next(self._versions)
             for key, text in writes.items():
                 if text is None:

@@ -27,6 +27,7 @@ _SURROGATES = {"lone_surrogate", "high_surrogate", "surrogate_pair"}
 #: the named inputs each store refuses as a value (measured; a lone surrogate has no UTF-8,
 #: PostgreSQL's jsonb cannot hold NUL)
 REFUSED: dict[str, set[str]] = {
+    "memory": set(_SURROGATES),
     "sqlite": set(_SURROGATES),
     "postgres": {"nul", *_SURROGATES},
     "firestore": {"mib", *_SURROGATES},
