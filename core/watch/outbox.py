@@ -62,7 +62,7 @@ class DeliveryPolicy:
     failing_after: timedelta = timedelta(minutes=15)
 
     def retry_at(self, now: datetime, attempts: int) -> datetime:
-        delay = self.backoff * (2 ** max(0, min(attempts - 1, 20)))
+        delay: timedelta = self.backoff * (2 ** max(0, min(attempts - 1, 20)))
         return now + min(delay, self.max_backoff)
 
 
@@ -106,10 +106,10 @@ class Targets:
             elif isinstance(notifier, WebhookNotifier):
                 targets._add("webhook", _counting(notifier, _webhook_sender(notifier)))
             else:
-                name = getattr(notifier, "name", None)
+                label = getattr(notifier, "name", None)
                 deliver = getattr(notifier, "deliver", None)
                 targets._add(
-                    name if isinstance(name, str) and name else type(notifier).__name__,
+                    label if isinstance(label, str) and label else type(notifier).__name__,
                     deliver if callable(deliver) else notifier.notify,
                 )
         return targets
