@@ -440,9 +440,8 @@ def _print_undelivered(statuses: Any, watcher: Any) -> None:
 
     state = DeliveryState(now=watcher.clock(), policy=watcher.delivery)
     state.outbox = {r.key.job: entries_of(r.data) for r in statuses if entries_of(r.data)}
-    if not json_output():
-        for text in state.lines():
-            click.echo(text)
+    for text in state.lines():  # JSON lines stay one row per job: the lines go to stderr
+        click.echo(text, err=json_output())
 
 
 def _print_status(report: Any, where: Any, *, line: str | None = None) -> None:
