@@ -122,6 +122,17 @@ class Deliverer:
                     )
         return left
 
+    def has_due(self, entries: list[dict[str, Any]], now: datetime) -> bool:
+        """Whether ``entries`` hold a slot this deliverer would claim or expire now."""
+        for entry in entries:
+            expires = parse_iso(entry.get("expires_at"))
+            if expires is not None and expires <= now:
+                return True
+            for channel, slot in (entry.get("to") or {}).items():
+                if channel in self.targets.senders and due(slot, now):
+                    return True
+        return False
+
     def deliver_record(
         self, name: str, seen: Record | None, now: datetime, results: DeliveryResults
     ) -> list[dict[str, Any]]:

@@ -80,6 +80,8 @@ class Targets:
     immediate: list[Any] = field(default_factory=list)
     senders: dict[str, Sender] = field(default_factory=dict)
     filters: dict[str, Callable[[Alert], bool]] = field(default_factory=dict)
+    #: a router with routes is configured: an alert none of them takes is logged as unrouted
+    routed: bool = False
 
     @classmethod
     def of(cls, notifiers: Sequence[Any]) -> Targets:
@@ -91,6 +93,7 @@ class Targets:
         for notifier in notifiers:
             if isinstance(notifier, Router):
                 targets.immediate.append(notifier.log_channel)
+                targets.routed = targets.routed or bool(notifier.routes)
                 for route in notifier.routes:
                     name = route.channel.name
                     if name in targets.senders and name in targets.filters:
@@ -127,8 +130,21 @@ class Targets:
         return [n for n in self.senders if n not in self.filters or self.filters[n](alert)]
 
     def announce(self, alert: Alert) -> None:
+        """Tell the immediate notifiers (the log line); log ``alert.unrouted`` (error) when
+        routes are configured and none takes ``alert`` (it waits in the outbox)."""
         for notifier in self.immediate:
             notifier.notify(alert)
+        if self.routed and not self.channels_for(alert):
+            from ..model.logs import get_logger
+
+            get_logger("alert").error(
+                "alert for %s (owner %s, tags %s) matches no channel; only this log has it "
+                "until a channel takes it",
+                alert.job,
+                alert.extra.get("owner") or "none",
+                ", ".join(alert.extra.get("tags") or ()) or "none",
+                extra={"event": "alert.unrouted", "job": alert.job, "alert": alert.kind.value},
+            )
 
 
 def _either(a: Callable[[Alert], bool], b: Callable[[Alert], bool]) -> Callable[[Alert], bool]:

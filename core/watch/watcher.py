@@ -418,9 +418,11 @@ class Watcher:
             ]
             try:
                 if held:
-                    state.outbox[name] = deliverer.send_held(
-                        name, entries, held, now, state.results
-                    )
+                    left = deliverer.send_held(name, entries, held, now, state.results)
+                    if deliverer.has_due(left, now):  # older retries wait for no transition
+                        seen = self.store.get(status_key_of(name))
+                        left = deliverer.deliver_record(name, seen, now, state.results)
+                    state.outbox[name] = left
                 else:
                     state.outbox[name] = state.outbox.get(name, []) + entries
             except Exception as exc:  # the claims expire and another check sends them

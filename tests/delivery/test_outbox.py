@@ -142,7 +142,9 @@ def test_chaos_channel_down_three_watchers_every_transition_once_per_channel(
     assert outbox(h, "billing") == [] and outbox(h, "reports") == []
 
 
-def test_an_unrouted_alert_waits_for_a_channel(h: Harness, clock: FakeClock, sink: Sink) -> None:
+def test_an_unrouted_alert_waits_for_a_channel(
+    h: Harness, clock: FakeClock, sink: Sink, caplog: pytest.LogCaptureFixture
+) -> None:
     lonely = watcher(h, clock)  # no channel at all (as `cronwarden run --once`)
     fire_missed(lonely, clock)
     assert lonely.check().fired
@@ -154,9 +156,16 @@ def test_an_unrouted_alert_waits_for_a_channel(h: Harness, clock: FakeClock, sin
     clock.advance(timedelta(minutes=1))
     w.check()
     assert [b["alert"]["job"] for b in sink.at("/pay")] == ["billing"]
+    h.store.commit([Merge(status_key_of("reports"), {"consecutive_failures": 9})])
+    clock.advance(timedelta(minutes=1))
+    w.check()  # reports now fails too: no route takes it, said at once in the log
+    assert any(
+        "reports" in r.getMessage() and "matches no channel" in r.getMessage()
+        for r in caplog.records
+    )
+    assert [list(e["to"]) for e in outbox(h, "reports")] == [[UNROUTED], [UNROUTED]]
     assert ids(sink.at("/pay")) == [entry["id"]]
     assert outbox(h, "billing") == []
-    assert list(outbox(h, "reports")[0]["to"]) == [UNROUTED]
     w.check()
     assert len(sink.received) == 1
 
@@ -214,3 +223,61 @@ def test_an_expired_delivery_is_given_up_loudly(
     assert outbox(h, "billing") == []
     assert w.deliveries.results.counts[("chat", "expired")] == 2
     assert any("never reached chat" in r.getMessage() for r in caplog.records)
+
+
+def test_three_watchers_checking_at_once_send_each_transition_once(
+    h: Harness, clock: FakeClock, sink: Sink
+) -> None:
+    import threading
+
+    ws = [watcher(h, clock, router(sink, "chat"), delivery=FAST) for _ in range(3)]
+    fire_missed(ws[0], clock)
+    sink.code = 500
+    errors: list[BaseException] = []
+
+    def rounds(w: Watcher, gate: threading.Barrier) -> None:
+        try:
+            for _ in range(6):
+                gate.wait(10)  # all three check together
+                w.check()
+                gate.wait(10)  # then the main thread moves the clock
+        except BaseException as exc:
+            errors.append(exc)
+
+    gate = threading.Barrier(4)
+    threads = [threading.Thread(target=rounds, args=(w, gate)) for w in ws]
+    for thread in threads:
+        thread.start()
+    for step in range(6):
+        if step == 3:
+            sink.code = 200  # the channel comes back
+        gate.wait(10)
+        gate.wait(10)
+        clock.advance(timedelta(minutes=1))
+    for thread in threads:
+        thread.join(10)
+    assert errors == []
+    bodies = sink.at("/chat")
+    assert sorted(b["alert"]["job"] for b in bodies) == ["billing", "reports"]
+    assert len(set(ids(bodies))) == 2
+    assert outbox(h, "billing") == [] and outbox(h, "reports") == []
+
+
+def test_a_job_changing_state_every_check_does_not_starve_its_older_retries(
+    h: Harness, clock: FakeClock, sink: Sink
+) -> None:
+    w = watcher(h, clock, router(sink, "chat"), delivery=FAST)
+    fire_missed(w, clock)
+    sink.code = 500
+    w.check()  # missed fires for both jobs; chat answers 500
+    for step in range(6):  # billing fails and recovers on every check
+        if step == 2:
+            sink.code = 200
+        failures = 5 if step % 2 == 0 else 0
+        h.store.commit([Merge(status_key_of("billing"), {"consecutive_failures": failures})])
+        clock.advance(timedelta(minutes=1))
+        report = w.check()
+        assert report.fired or report.recovered  # a transition on every check
+    assert outbox(h, "billing") == []  # the last check was a transition, and still delivered
+    bodies = sink.at("/chat")
+    assert len(set(ids(bodies))) == len(bodies) == 2 + 6  # 2 missed, 6 failing / recovered
