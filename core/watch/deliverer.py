@@ -38,6 +38,7 @@ from .outbox import (
     Targets,
     alert_data,
     alert_of,
+    budget,
     claimed,
     delivery_id,
     due,
@@ -286,7 +287,7 @@ class Deliverer:
                     to[channel] = slot
             entries = [e for e in entries if e.get("to")]
             entries += self._escalation_entries(escalations, now)
-            entries, dropped = trim(entries)
+            entries, dropped = trim(entries, budget(self.store))
             try:
                 self.store.commit([Update(key, {**seen.data, DELIVERIES: entries}, seen.version)])
             except CommitConflict:

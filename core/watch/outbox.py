@@ -39,7 +39,7 @@ from .health import Alert, Condition
 
 UNROUTED = "unrouted"  #: the catch-all entry of an alert no channel took (yet)
 MAX_ENTRIES = 32  #: pending transitions kept per status record; older ones are dropped loudly
-MAX_TEXT = 4000  #: characters of alert text stored (status records have size limits)
+MAX_TEXT = 3000  #: characters of alert text stored (status records have size limits)
 MAX_ERROR = 300  #: characters of a channel's last error stored
 
 
@@ -284,11 +284,22 @@ def failing(slot: Mapping[str, Any], now: datetime, policy: DeliveryPolicy) -> b
     )
 
 
-def trim(entries: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """At most :data:`MAX_ENTRIES`, the newest kept; returns (kept, dropped)."""
-    if len(entries) <= MAX_ENTRIES:
-        return entries, []
-    return entries[-MAX_ENTRIES:], entries[:-MAX_ENTRIES]
+def trim(
+    entries: list[dict[str, Any]], max_bytes: int = 48_000
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """At most :data:`MAX_ENTRIES` and ``max_bytes`` of JSON (a field of a status record has
+    the store's size limit: :func:`budget`), the newest kept; returns (kept, dropped)."""
+    kept, dropped = entries[-MAX_ENTRIES:], entries[:-MAX_ENTRIES]
+    while len(kept) > 1 and len(json.dumps(kept).encode()) > max_bytes:
+        dropped.append(kept.pop(0))
+    return kept, dropped
+
+
+def budget(store: Any) -> int:
+    """Bytes the outbox field may take on ``store``: three quarters of its text field limit
+    (Table Storage 32,000, so a few alerts' worth; other stores 48,000)."""
+    limit = int(getattr(getattr(store, "capabilities", None), "max_text_bytes", 64_000))
+    return min(64_000, limit) * 3 // 4
 
 
 # -- what is pending, for status / check / metrics -----------------------------------------

@@ -17,7 +17,10 @@ definitions and the clock and raises conditions:
 
 Alert state lives in the status records and is written by compare-and-set, so a transition is
 notified once however many watchers run (the loser stays quiet), recoveries are announced,
-whichever process runs the watcher next.
+whichever process runs the watcher next. The same commit adds the transition's pending
+deliveries, one per routed channel (:mod:`.outbox`); every check then sends what is due and
+retries what failed (:mod:`.deliverer`), so a channel that is down gets the alert once it is
+back.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ from .health import JobHealth as JobHealth
 from .health import Report as Report
 from .health import _about
 from .notify import LogNotifier, Notifier
-from .outbox import DeliveryPolicy, Targets, entries_of, new_entries, trim
+from .outbox import DeliveryPolicy, Targets, budget, entries_of, new_entries, trim
 
 if TYPE_CHECKING:
     from .alerting.watchdog import CheckHook
@@ -454,7 +457,7 @@ class Watcher:
         for _ in range(4):
             data = {**(seen.data if seen is not None else {}), **fields}
             if entries:
-                data[DELIVERIES], dropped = trim(entries_of(data) + entries)
+                data[DELIVERIES], dropped = trim(entries_of(data) + entries, budget(self.store))
                 for entry in dropped:
                     self.log.error(
                         "alert outbox of %s is full: the oldest undelivered transition %s is "

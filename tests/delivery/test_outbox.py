@@ -281,3 +281,21 @@ def test_a_job_changing_state_every_check_does_not_starve_its_older_retries(
     assert outbox(h, "billing") == []  # the last check was a transition, and still delivered
     bodies = sink.at("/chat")
     assert len(set(ids(bodies))) == len(bodies) == 2 + 6  # 2 missed, 6 failing / recovered
+
+
+def test_the_outbox_is_bounded_and_says_what_it_drops(
+    h: Harness, clock: FakeClock, sink: Sink, caplog: pytest.LogCaptureFixture
+) -> None:
+    from cronwarden.watch.outbox import MAX_ENTRIES
+
+    sink.down()  # refused, for the whole test
+    w = watcher(h, clock, router(sink, "chat"), delivery=FAST)
+    fire_missed(w, clock)
+    for step in range(MAX_ENTRIES + 3):
+        failures = 5 if step % 2 == 0 else 0
+        h.store.commit([Merge(status_key_of("billing"), {"consecutive_failures": failures})])
+        w.check()
+        clock.advance(timedelta(seconds=10))
+    assert len(outbox(h, "billing")) == MAX_ENTRIES
+    dropped = [r for r in caplog.records if "outbox of billing is full" in r.getMessage()]
+    assert len(dropped) == 4  # missed + 35 flaps = 36 transitions, 32 kept
