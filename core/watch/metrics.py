@@ -313,6 +313,7 @@ class WatcherMetrics:
             description="Age of the oldest alert transition not yet delivered to every channel",
         )
         self._pending: set[str] = set()
+        self._channels: set[str] | None = None
 
     def after_check(
         self, watcher: Watcher, report: Report | None, error: BaseException | None
@@ -342,6 +343,13 @@ class WatcherMetrics:
         state = getattr(watcher, "deliveries", None)
         if state is None:
             return
+        if self._channels is None:  # every channel's counters start at 0 (``increase`` sees 1)
+            from .outbox import Targets
+
+            self._channels = set(Targets.of(watcher.notifiers).senders)
+            for channel in self._channels:
+                for result in ("delivered", "failed", "expired", "dropped"):
+                    self.deliveries.add(0, {"channel": channel, "result": result})
         for (channel, result), count in state.results.counts.items():
             self.deliveries.add(count, {"channel": channel, "result": result})
         counts: dict[str, int] = {}

@@ -60,6 +60,7 @@ def test_delivery_metrics_count_results_pending_and_oldest_age(
     w.check()
     clock.advance(timedelta(minutes=3))
     found = points(reader)
+    assert value(found, "cronwarden.alert.deliveries", channel="chat", result="expired") == 0
     assert value(found, "cronwarden.alert.deliveries", channel="chat", result="failed") == 2
     assert value(found, "cronwarden.alert.deliveries.pending", **{"cronwarden.job": "billing"}) == 1
     assert value(found, "cronwarden.alert.deliveries.oldest_pending_age") == 0
