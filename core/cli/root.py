@@ -233,8 +233,10 @@ def status(jobs_target: str, provider: str) -> None:
     try:
         store, queue = prov.store(), prov.queue()
         watcher = Watcher(jobs, store, queue, notifiers=[])
-        health, _ = watcher.evaluate(store.query(STATUS), watcher.clock(), None)
+        statuses = store.query(STATUS)
+        health, _ = watcher.evaluate(statuses, watcher.clock(), None)
         _print_status(Report(health, queue.dlq_depth(), [], [], []), state_info(provider, prov))
+        _print_undelivered(statuses, watcher)
     finally:
         prov.close()
 
@@ -258,12 +260,15 @@ def check(jobs_target: str, provider: str, webhook: str | None) -> None:
     # the same notifiers (alerting settings file, webhook, dead-man's switch) as every host
     host = dataclasses.replace(HostSettings.from_env(), webhook_url=webhook or "")
     try:
-        report = Composition(jobs, provider=prov, host=host).watcher.check()
+        watcher = Composition(jobs, provider=prov, host=host).watcher
+        report = watcher.check()
     finally:
         prov.close()
     for alert in report.active:
         click.echo(f"ALERT {alert.kind.value}: {alert.text}")
-    if not report.ok:
+    for text in watcher.deliveries.lines():  # alerts that have not reached a channel yet
+        click.echo(text)
+    if not report.ok or any(p.failing for p in watcher.deliveries.pending()):
         sys.exit(EXIT_FAILED)
     click.echo(f"ok: {len(report.jobs)} job(s) healthy")
 
@@ -426,6 +431,17 @@ def _checked_window(job: Any, when: datetime, now: datetime) -> datetime:
         return check_window(job, when, now)
     except WindowRefused as exc:
         raise Fail(str(exc)) from None
+
+
+def _print_undelivered(statuses: Any, watcher: Any) -> None:
+    """One ``UNDELIVERED`` line per job whose alerts have not reached every channel."""
+    from ..watch.deliverer import DeliveryState
+    from ..watch.outbox import entries_of
+
+    state = DeliveryState(now=watcher.clock(), policy=watcher.delivery)
+    state.outbox = {r.key.job: entries_of(r.data) for r in statuses if entries_of(r.data)}
+    for text in state.lines():  # JSON lines stay one row per job: the lines go to stderr
+        click.echo(text, err=json_output())
 
 
 def _print_status(report: Any, where: Any, *, line: str | None = None) -> None:

@@ -318,6 +318,8 @@ ALERTS = "alerts"
 SUSPICIOUS = "suspicious"  #: what the newest success broke of its expectations (or null)
 #: ``{window: [item keys]}``: quarantined ledger items awaiting ``cronwarden ledger resolve``
 QUARANTINED = "quarantined"
+#: the alert outbox: transitions not yet delivered to every channel (``cronwarden.watch.outbox``)
+DELIVERIES = "deliveries"
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,12 @@ outcome (and known skip reason), so ``increase(...)`` sees the first failure.
 ``cronwarden.dlq.depth``, ``cronwarden.windows.open`` (due windows since the last success, per
 job), ``cronwarden.alerts.active`` (1 per active alert by ``cronwarden.job``, ``condition`` and
 ``owner``; 0 once it recovers), ``cronwarden.last_success.timestamp`` (from the store, so it is
-known after a restart) and ``cronwarden.watcher.checks`` (by ``outcome``).
+known after a restart), ``cronwarden.watcher.checks`` (by ``outcome``), and the alert outbox
+(:mod:`cronwarden.watch.outbox`): ``cronwarden.alert.deliveries`` (counter, by ``channel`` and
+``result``: delivered, failed, expired, dropped; Prometheus ``cronwarden_alert_deliveries_total``),
+``cronwarden.alert.deliveries.pending`` (channels not yet reached, per ``cronwarden.job``; 0 once
+delivered) and ``cronwarden.alert.deliveries.oldest_pending_age`` (seconds since the oldest
+undelivered transition was recorded, 0 when none).
 
 :func:`resource` names the service for providers cronwarden builds: ``service.name`` is
 ``$OTEL_SERVICE_NAME`` (or ``service.name`` in ``$OTEL_RESOURCE_ATTRIBUTES``), else
@@ -292,6 +297,23 @@ class WatcherMetrics:
         for outcome in ("ok", "failed"):
             self.checks.add(0, {"outcome": outcome})
         self._active: set[tuple[str, str, str]] = set()
+        self.deliveries = meter.create_counter(
+            "cronwarden.alert.deliveries",
+            unit="{delivery}",
+            description="Alert delivery attempts by channel and result",
+        )
+        self.pending = meter.create_gauge(
+            "cronwarden.alert.deliveries.pending",
+            unit="{delivery}",
+            description="Alert deliveries not yet made (one per transition and channel), by job",
+        )
+        self.oldest_pending = meter.create_gauge(
+            "cronwarden.alert.deliveries.oldest_pending_age",
+            unit="s",
+            description="Age of the oldest alert transition not yet delivered to every channel",
+        )
+        self._pending: set[str] = set()
+        self._channels: set[str] | None = None
 
     def after_check(
         self, watcher: Watcher, report: Report | None, error: BaseException | None
@@ -315,6 +337,31 @@ class WatcherMetrics:
             value = 1 if (job, condition, owner) in active else 0
             self.alerts.set(value, {JOB: job, "condition": condition, "owner": owner})
         self._active = active
+        self._record_deliveries(watcher, now)
+
+    def _record_deliveries(self, watcher: Watcher, now: datetime) -> None:
+        state = getattr(watcher, "deliveries", None)
+        if state is None:
+            return
+        if self._channels is None:  # every channel's counters start at 0 (``increase`` sees 1)
+            from .outbox import Targets
+
+            self._channels = set(Targets.of(watcher.notifiers).senders)
+            for channel in self._channels:
+                for result in ("delivered", "failed", "expired", "dropped"):
+                    self.deliveries.add(0, {"channel": channel, "result": result})
+        for (channel, result), count in state.results.counts.items():
+            self.deliveries.add(count, {"channel": channel, "result": result})
+        counts: dict[str, int] = {}
+        oldest: datetime | None = None
+        for item in state.pending():
+            counts[item.job] = counts.get(item.job, 0) + 1
+            if item.created_at is not None and (oldest is None or item.created_at < oldest):
+                oldest = item.created_at
+        for job in set(counts) | self._pending:  # a delivered job's series stays, at 0
+            self.pending.set(counts.get(job, 0), {JOB: job})
+        self._pending = set(counts)
+        self.oldest_pending.set(max(0.0, (now - oldest).total_seconds()) if oldest else 0.0)
 
 
 def open_windows(item: Any, now: datetime) -> int:

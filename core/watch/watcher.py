@@ -17,13 +17,17 @@ definitions and the clock and raises conditions:
 
 Alert state lives in the status records and is written by compare-and-set, so a transition is
 notified once however many watchers run (the loser stays quiet), recoveries are announced,
-whichever process runs the watcher next.
+whichever process runs the watcher next. The same commit adds the transition's pending
+deliveries, one per routed channel (:mod:`.outbox`); every check then sends what is due and
+retries what failed (:mod:`.deliverer`), so a channel that is down gets the alert once it is
+back.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -38,6 +42,7 @@ from ..model.records import (
     ACCOUNTED_BASE,
     ACCOUNTED_THROUGH_TS,
     ALERTS,
+    DELIVERIES,
     SUSPICIOUS,
     StatusRecord,
     iso,
@@ -50,12 +55,14 @@ from ..run.ledger import quarantined_text
 from .alerting.text import format_instant
 from .conditions import quiet_while_paused, run_conditions, snooze_filter
 from .consumer_health import consumer_health, dead_lettered_events
+from .deliverer import Deliverer, DeliveryState
 from .health import Alert as Alert
 from .health import Condition as Condition
 from .health import JobHealth as JobHealth
 from .health import Report as Report
 from .health import _about
 from .notify import LogNotifier, Notifier
+from .outbox import DeliveryPolicy, Targets, budget, entries_of, new_entries, trim
 
 if TYPE_CHECKING:
     from .alerting.watchdog import CheckHook
@@ -99,9 +106,11 @@ class Watcher:
         clock: Any = None,
         hooks: Sequence[CheckHook] | None = None,
         horizon: timedelta = timedelta(days=30),
+        delivery: DeliveryPolicy | None = None,
     ) -> None:
         """``horizon``: how far back windows are accounted for (default the records'
-        retention, 30 days)."""
+        retention, 30 days). ``delivery``: how alert deliveries are retried and given up
+        (:class:`~cronwarden.watch.outbox.DeliveryPolicy`: 24 hours by default)."""
         self.jobs = jobs
         self.horizon = horizon
         self.store = store
@@ -115,6 +124,10 @@ class Watcher:
             hooks = default_hooks()
         #: called after every check, completed or failed (heartbeat record, dead-man's switch)
         self.hooks = list(hooks)
+        self.delivery = delivery or DeliveryPolicy()
+        #: what the last check's deliveries did and left pending (``status``, ``check``, metrics)
+        self.deliveries = DeliveryState()
+        self._owner = f"watcher-{uuid.uuid4().hex[:12]}"  # holds delivery claims
 
     # -- pure evaluation --------------------------------------------------------------------
     def evaluate(
@@ -293,6 +306,10 @@ class Watcher:
 
     def _check(self) -> Report:
         now = self.clock()
+        targets = Targets.of(self.notifiers)
+        deliverer = Deliverer(self.store, targets, self.delivery, owner=self._owner)
+        #: transitions this check recorded: job → the outbox entries its commit added
+        added: dict[str, list[dict[str, Any]]] = {}
         statuses = self.store.query(STATUS)
         records = {r.key.job: r for r in statuses}
         depth = self.queue.dlq_depth() if self.queue is not None else None
@@ -323,9 +340,12 @@ class Watcher:
             if notify:
                 if current != previous:
                     fields.update({ALERTS: sorted(current), "alerts_updated_at": iso(now)})
-                won = self._set_alerts(item.job.name, records.get(item.job.name), fields)
+                entries = new_entries(new + gone, targets, now, self.delivery, self._owner)
+                won = self._set_alerts(item.job.name, records.get(item.job.name), fields, entries)
                 if not won:
                     continue  # another watcher notified this transition (or will)
+                if entries:
+                    added[item.job.name] = entries
                 fired += new
                 recovered += gone
             elif fields:
@@ -356,6 +376,8 @@ class Watcher:
                     )
                 )
             if had != (depth > 0):
+                mine = [a for a in fired + recovered if a.job == WATCHER_RECORD]
+                entries = new_entries(mine, targets, now, self.delivery, self._owner)
                 won = self._set_alerts(
                     WATCHER_RECORD,
                     records.get(WATCHER_RECORD),
@@ -364,29 +386,91 @@ class Watcher:
                         "alerts_updated_at": iso(now),
                         "dlq_depth": depth,
                     },
+                    entries,
                 )
                 if not won:  # another watcher announced it
                     fired = [a for a in fired if a.job != WATCHER_RECORD]
                     recovered = [a for a in recovered if a.job != WATCHER_RECORD]
+                elif entries:
+                    added[WATCHER_RECORD] = entries
         for alert in fired + recovered:
-            for notifier in self.notifiers:
-                notifier.notify(alert)
+            targets.announce(alert)  # the log line, at once
+        self._deliver(deliverer, records, added, now)
         return Report(health, depth, active, fired, recovered, watcher_status)
 
-    def _set_alerts(self, name: str, seen: Record | None, fields: dict[str, Any]) -> bool:
+    def _deliver(
+        self,
+        deliverer: Deliverer,
+        records: dict[str, Record],
+        added: dict[str, list[dict[str, Any]]],
+        now: datetime,
+    ) -> None:
+        """Send the transitions this check recorded (already claimed by their commit), then
+        whatever else the outbox holds that is due (retries, expired claims, unrouted alerts
+        a channel now takes). Never raises for a channel: see :mod:`.deliverer`."""
+        state = DeliveryState(now=now, policy=self.delivery)
+        for name, record in records.items():
+            if record.data.get(DELIVERIES):
+                state.outbox[name] = entries_of(record.data)
+        for name, entries in added.items():
+            held = [
+                (str(e["id"]), channel, slot["until"])
+                for e in entries
+                for channel, slot in e["to"].items()
+                if slot.get("state") == "sending"
+            ]
+            try:
+                if held:
+                    left = deliverer.send_held(name, entries, held, now, state.results)
+                    if deliverer.has_due(left, now):  # older retries wait for no transition
+                        seen = self.store.get(status_key_of(name))
+                        left = deliverer.deliver_record(name, seen, now, state.results)
+                    state.outbox[name] = left
+                else:
+                    state.outbox[name] = state.outbox.get(name, []) + entries
+            except Exception as exc:  # the claims expire and another check sends them
+                self.log.error(
+                    "alert deliveries of %s not marked: %s",
+                    name,
+                    redact(f"{type(exc).__name__}: {exc}"),
+                    extra={"event": "alert.outbox_failed", "job": name},
+                )
+        rest = {n: r for n, r in records.items() if n not in added}
+        state.outbox.update(deliverer.run(rest, now, state.results))
+        self.deliveries = state
+
+    def _set_alerts(
+        self,
+        name: str,
+        seen: Record | None,
+        fields: dict[str, Any],
+        entries: list[dict[str, Any]] | None = None,
+    ) -> bool:
         """Write a job's new alert state by compare-and-set against the status record this
-        check read. True when this watcher made the transition (and so notifies it); False
+        check read, with the transition's outbox ``entries`` added to the record's in the same
+        commit. True when this watcher made the transition (and so delivers it); False
         when another watcher did first (the loser stays quiet). A conflict caused by a run's
         own status write (the alerts unchanged) is retried against the fresh record."""
         key = status_key_of(name)
         wanted = set(fields[ALERTS])
         before = set((seen.data if seen is not None else {}).get(ALERTS) or [])
         for _ in range(4):
+            data = {**(seen.data if seen is not None else {}), **fields}
+            if entries:
+                data[DELIVERIES], dropped = trim(entries_of(data) + entries, budget(self.store))
+                for entry in dropped:
+                    self.log.error(
+                        "alert outbox of %s is full: the oldest undelivered transition %s is "
+                        "dropped",
+                        name,
+                        entry["id"],
+                        extra={"event": "alert.delivery_dropped", "job": name},
+                    )
             try:
                 if seen is None:
-                    self.store.commit([Create(key, fields)])
+                    self.store.commit([Create(key, data)])
                 else:
-                    self.store.commit([Update(key, {**seen.data, **fields}, seen.version)])
+                    self.store.commit([Update(key, data, seen.version)])
                 return True
             except CommitConflict:
                 seen = self.store.get(key)
