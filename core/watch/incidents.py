@@ -28,6 +28,7 @@ FOLDED = "alerts_folded"
 #: (primary, member): the member is folded into the primary's incident when both fire together
 GROUPS: tuple[tuple[Condition, Condition], ...] = ((Condition.DEAD_LETTERS, Condition.FAILING),)
 _PEEK_MAX = 1000
+_SNOOZED = "still firing after snooze: "  # cronwarden.watch.conditions.snooze_filter's prefix
 
 log = get_logger("watcher")
 
@@ -35,7 +36,8 @@ log = get_logger("watcher")
 def _merged(primary: Alert, member: Alert) -> Alert:
     names = [primary.kind.value, member.kind.value]
     if primary.firing:
-        text = f"{primary.text} Also {member.kind.value}: {member.text}"
+        also = member.text.removeprefix(_SNOOZED) if primary.text.startswith(_SNOOZED) else None
+        text = f"{primary.text} Also {member.kind.value}: {also or member.text}"
     else:
         text = primary.text.replace(
             f"recovered from {primary.kind.value}", f"recovered from {' and '.join(names)}"
@@ -74,13 +76,17 @@ def fold(
 
 
 def unowned_letters(queue: Queue | None, depth: int | None, health: Sequence[JobHealth]) -> int:
-    """How many of the ``depth`` messages in the dead-letter queue no job's ``dead_letters``
-    alert accounts for (a letter whose ``job`` attribute names such a job). Letters past the
-    first 1,000, or all of them when the queue cannot be peeked, count as unowned: an unknown
-    letter is alerted on, never hidden."""
+    """How many of the ``depth`` messages in the dead-letter queue no job accounts for.
+
+    A letter whose ``job`` attribute names a job in ``health`` is that job's: the store's
+    records account for each of its windows (a dead-lettered one raises the job's
+    ``dead_letters``, a resolved one is excused, one the store never recorded is ``missed``),
+    and an event consumer's letters raise its own health's alerts. Letters of no known job
+    (garbage, another deployment's jobs), letters past the first 1,000, or all of them when the
+    queue cannot be peeked, count as unowned: an unknown letter is alerted on, never hidden."""
     if not depth or depth <= 0 or queue is None:
         return max(depth or 0, 0)
-    owners = {item.job.name for item in health if Condition.DEAD_LETTERS in item.conditions}
+    owners = {item.job.name for item in health}
     if not owners:
         return depth
     try:
