@@ -117,6 +117,7 @@ def test_snooze_mutes_and_then_announces_what_still_fires(
     assert record is not None and "failing" in record.data["snoozed_alerts"]
     clock.advance(4 * HOUR)
     watcher.check()
+
     # failing and the window it dead-lettered: one notification naming both (one incident)
     def failing() -> list[Alert]:
         return [a for a in sink.alerts if "failing" in a.extra.get("conditions", [a.kind])]
