@@ -76,18 +76,23 @@ def fold(
 
 
 def unowned_letters(queue: Queue | None, depth: int | None, health: Sequence[JobHealth]) -> int:
-    """How many of the ``depth`` messages in the dead-letter queue no job accounts for.
+    """How many of the ``depth`` messages in the dead-letter queue no job's alert accounts for.
 
-    A letter whose ``job`` attribute names a job in ``health`` is that job's: the store's
-    records account for each of its windows (a dead-lettered one raises the job's
-    ``dead_letters``, a resolved one is excused, one the store never recorded is ``missed``),
-    and an event consumer's letters raise its own health's alerts. Letters of no known job
-    (garbage, another deployment's jobs), letters past the first 1,000, or all of them when the
-    queue cannot be peeked, count as unowned: an unknown letter is alerted on, never hidden."""
+    A letter is a job's when that job's ``dead_letters`` alert is active and names the letter's
+    window among the dead-lettered windows the store recorded (an event consumer's alert counts
+    its letters from the queue itself: any letter of that consumer). Every other letter is
+    unowned: garbage, a job of another deployment, a window beyond the watcher's horizon or
+    resolved in the store while the broker keeps its letter; so are letters past the first
+    1,000, and all of them when the queue cannot be peeked. An unknown letter is alerted on,
+    never hidden."""
     if not depth or depth <= 0 or queue is None:
         return max(depth or 0, 0)
-    owners = {item.job.name for item in health}
-    if not owners:
+    windows = {
+        item.job.name: {dead.window_text for dead in item.accounting.dead_letters}
+        for item in health
+        if Condition.DEAD_LETTERS in item.conditions
+    }
+    if not windows:
         return depth
     try:
         letters = queue.dlq_peek(min(depth, _PEEK_MAX))
@@ -98,7 +103,11 @@ def unowned_letters(queue: Queue | None, depth: int | None, health: Sequence[Job
             extra={"event": "watcher.dlq_peek_failed"},
         )
         return depth
-    owned = sum(1 for letter in letters if letter.attributes.get("job") in owners)
+    owned = 0
+    for letter in letters:
+        known = windows.get(letter.attributes.get("job", ""))
+        if known is not None and (not known or letter.attributes.get("window") in known):
+            owned += 1
     return max(depth - owned, 0)
 
 

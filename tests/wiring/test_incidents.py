@@ -5,6 +5,7 @@ for letters no job accounts for, and recovery resolves exactly what was opened."
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -127,11 +128,17 @@ def test_a_failure_that_outlives_its_dead_letters_is_announced_on_its_own(
     w.check()
     job = h.jobs["hourly"]
     resolve_window(h.store, job, W, "known outage", actor="ops", now=clock())
-    assert h.queue.dlq_depth() == 1  # the broker's letter stays, and stays the job's
+    assert h.queue.dlq_depth() == 1  # the broker keeps its letter
     report = w.check()
-    # the dead-letter incident ends; failing goes on and was never opened on its own: now it is
-    assert [(a.kind, a.firing) for a in report.recovered] == [(Condition.DEAD_LETTERS, False)]
-    assert [(a.kind, a.firing) for a in report.fired] == [(Condition.FAILING, True)]
+    # the dead-letter incident ends; failing goes on and was never opened on its own: now it
+    # is; the letter the store no longer accounts for is the queue's (never hidden)
+    assert [(a.job, a.kind, a.firing) for a in report.recovered] == [
+        ("hourly", Condition.DEAD_LETTERS, False)
+    ]
+    assert [(a.job, a.kind, a.firing) for a in report.fired] == [
+        ("hourly", Condition.FAILING, True),
+        ("_watcher", Condition.DEAD_LETTERS, True),
+    ]
     h.broken["yes"] = False  # type: ignore[attr-defined]
     clock.advance(3600)
     h.trigger.tick("hourly", at("2026-01-20T11:00:00Z"))
@@ -159,3 +166,27 @@ def test_a_failure_opened_first_keeps_its_own_incident(tmp_path: Path, clock: Fa
     assert [(a.kind, a.firing) for a in report.recovered] == [(Condition.FAILING, False)]
     assert Condition.DEAD_LETTERS in {a.kind for a in report.active}
     h.close()
+
+
+def test_a_letter_of_a_window_beyond_the_horizon_is_the_queues(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """The job no longer accounts for a window older than the watcher's horizon: its letter
+    raises the queue-wide alert instead of going unannounced."""
+    h = _made(tmp_path, clock)
+    try:
+        _dead_letter_one_run(h)
+        clock.advance(40 * 24 * 3600)
+        w = Watcher(
+            h.jobs,
+            h.store,
+            h.queue,
+            notifiers=[],
+            clock=clock,
+            hooks=[],
+            horizon=timedelta(days=30),
+        )
+        report = w.check()
+        assert "_watcher" in {a.job for a in report.fired}, report.fired
+    finally:
+        h.close()
