@@ -21,7 +21,7 @@ JOBS = (
 )
 COUNTING = (
     "import pathlib\n"
-    "@cronwarden.job('counted', cron='*/5 * * * *', max_runtime='1m', owner='team-data',\n"
+    "@cronwarden.job('counted', cron='* * * * *', max_runtime='1m', owner='team-data',\n"
     "                expect=cronwarden.Expect(min_items=1))\n"
     "def counted(ctx):\n"
     "    n = int((pathlib.Path(__file__).parent / 'items.txt').read_text())\n"
