@@ -1,5 +1,5 @@
 """The composition root: configuration → provider → store, queue, engine, trigger, worker,
-watcher and notifiers, the same way for every host.
+watcher, notifiers, watcher hooks and per-job pings, the same way for every host.
 
 ``LocalRunner`` (``cronwarden run``), the pull workers (:mod:`cronwarden.hosting.pull`), the GCP
 functions and the Azure function app all build their object graph through :class:`Composition`;
