@@ -42,6 +42,7 @@ while applying a verdict lists the record: it is delivered again, never dropped.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import sys
@@ -145,12 +146,17 @@ class LambdaRuntime(HostedRuntime):
 
     @property
     def watcher(self) -> Watcher:
-        """The core watcher; its webhook URL may come by reference (:mod:`.secrets`)."""
+        """The core watcher; its webhook URL may come by reference (:mod:`.secrets`). With an
+        alerting settings file, that webhook joins the file's routed channels (never replaces
+        them)."""
         with self._lock:
             if self._watcher is None and self._notifiers is None:
                 url = webhook_url()
-                if url:
+                if url and self.alerting.source == "environment":
                     self._notifiers = [LogNotifier(), WebhookNotifier(url)]
+                elif url and self.host.webhook_url != url:
+                    self._host = dataclasses.replace(self.host, webhook_url=url)
+                    self._alerting = None  # read again, with the `webhook` channel
         return super().watcher
 
     # -- trigger ------------------------------------------------------------------------------

@@ -135,10 +135,13 @@ def run(
     """Run the jobs of MODULE: scheduler, workers and liveness watcher in one process."""
     from ..hosting.runtime import LocalRunner
     from ..watch.metrics_prometheus import serve_runner_metrics
-    from ..watch.watcher import Watcher
 
     jobs, prov = _setup(jobs_target, provider)
-    runner = LocalRunner(jobs, prov, workers=workers)
+    try:
+        runner = LocalRunner(jobs, prov, workers=workers)
+    except BaseException:
+        prov.close()
+        raise
     stop = _graceful(runner, grace)  # before anything can be asked to stop
     metrics = (
         None if metrics_port is None else serve_runner_metrics(runner, metrics_port, metrics_host)
@@ -151,14 +154,15 @@ def run(
             runner.fire_due()
             runner.drain(outcomes=outcomes)
             if stop.signum is None:
-                report = Watcher(jobs, runner.store, runner.queue, notifiers=[]).check()
+                # the channels, routing and hooks of every host: what fires is told now
+                report = runner.watcher.check()
                 code, line = verdict_line(outcomes)
                 _print_status(report, state_info(provider, prov), line=line)
                 sys.exit(code)
     finally:
         if metrics is not None:
             metrics.close()
-        prov.close()
+        runner.close()  # pending job pings, then the provider
     sys.exit(stop.finish() or EXIT_OK)
 
 
@@ -198,6 +202,7 @@ def trigger(
     job = _job(jobs, job_name)
     if given is not None:  # a window of the schedule, not in the future
         given = _checked_window(job, given, datetime.now(UTC))
+    runner: LocalRunner | None = None
     try:
         runner = LocalRunner(jobs, prov, workers=1)
         when = given or runner.engine.now()
@@ -218,7 +223,8 @@ def trigger(
         _print_history(runner.store, job, limit=3, long=False)
         _finish(code, line)
     finally:
-        prov.close()
+        # pending job pings, then the provider
+        runner.close() if runner is not None else prov.close()
 
 
 @cli.command()
@@ -398,6 +404,7 @@ def backfill(
     first, given_last = _parse_time(start, "--from"), _parse_time(end, "--to")
     jobs, prov = _setup(jobs_target, provider, job_name=job_name)
     job = _job(jobs, job_name)
+    runner: LocalRunner | None = None
     try:
         runner = LocalRunner(jobs, prov, workers=1)
         last = given_last or runner.engine.now()
@@ -421,7 +428,7 @@ def backfill(
         click.echo(line)
         sys.exit(code)
     finally:
-        prov.close()
+        runner.close() if runner is not None else prov.close()
 
 
 def _checked_window(job: Any, when: datetime, now: datetime) -> datetime:

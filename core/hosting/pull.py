@@ -74,12 +74,13 @@ class PullWorkers:
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop polling, interrupt running handlers cooperatively, join, close the provider."""
+        """Stop polling, interrupt running handlers cooperatively, join, send the pending job
+        pings, close the provider."""
         self.stop_event.set()
         self.engine.shutdown()
         for thread in self._threads:
             thread.join(timeout)
-        self.provider.close()
+        self.root.close()  # pending job pings, then the provider
 
     def run_until_signalled(self) -> None:
         """Serve in the calling thread's process until SIGTERM / SIGINT."""

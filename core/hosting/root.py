@@ -1,5 +1,5 @@
 """The composition root: configuration → provider → store, queue, engine, trigger, worker,
-watcher and notifiers, the same way for every host.
+watcher, notifiers, watcher hooks and per-job pings, the same way for every host.
 
 ``LocalRunner`` (``cronwarden run``), the pull workers (:mod:`cronwarden.hosting.pull`), the GCP
 functions and the Azure function app all build their object graph through :class:`Composition`;
@@ -27,7 +27,7 @@ from .trigger import Trigger, Worker
 
 if TYPE_CHECKING:
     from ..watch.alerting.settings import AlertingSettings
-    from ..watch.alerting.watchdog import CheckHook
+    from ..watch.alerting.watchdog import CheckHook, JobPingHandler, JobPings
 
 
 def jobset_of(target: ModuleType | JobSet | str) -> JobSet:
@@ -82,6 +82,10 @@ class Composition:
     check) to its :meth:`~cronwarden.watch.alerting.settings.AlertingSettings.watcher_hooks` (the
     store heartbeat, plus the dead-man's switch when configured); ``host`` to
     :meth:`HostSettings.from_env`, read when first needed.
+
+    Per-job pings (``[alerting] job_pings``) are installed with the engine: every host that runs
+    jobs builds its engine here, so every such host pings. :meth:`close` waits for the pings
+    sent so far and removes the handler.
     """
 
     def __init__(
@@ -105,6 +109,7 @@ class Composition:
         self._engine: Engine | None = None
         self._trigger: Trigger | None = None
         self._watcher: Watcher | None = None
+        self._ping_handler: JobPingHandler | None = None
 
     @property
     def host(self) -> HostSettings:
@@ -138,8 +143,29 @@ class Composition:
     def engine(self) -> Engine:
         with self._lock:
             if self._engine is None:
+                self._install_pings()
                 self._engine = Engine(self.jobs, self.store, self.settings)
             return self._engine
+
+    @property
+    def job_pings(self) -> JobPings | None:
+        """The per-job pings of the alerting settings (None when none are configured)."""
+        return self.alerting.job_pings
+
+    def _install_pings(self) -> None:
+        """Attach the ping handler to the engine's log events, once per composition."""
+        pings = self.job_pings
+        if pings is not None and self._ping_handler is None:
+            from ..watch.alerting.watchdog import JobPingHandler
+
+            self._ping_handler = JobPingHandler(pings).install()
+
+    def flush_pings(self, timeout: float = 30.0) -> None:
+        """Wait for the job pings sent so far (a host calls it before its process may freeze:
+        after an invocation, before exit)."""
+        handler = self._ping_handler
+        if handler is not None:
+            handler.pings.flush(timeout)
 
     @property
     def trigger(self) -> Trigger:
@@ -203,6 +229,13 @@ class Composition:
         return Worker(self.engine, self.queue)
 
     def close(self) -> None:
+        """Send the pending job pings, detach the ping handler, close the provider."""
         with self._lock:
+            handler, self._ping_handler = self._ping_handler, None
+            if handler is not None:
+                from ..model.logs import get_logger
+
+                get_logger().removeHandler(handler)
+                handler.pings.close()
             if self._provider is not None:
                 self._provider.close()

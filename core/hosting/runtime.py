@@ -180,8 +180,8 @@ class LocalRunner:
 
     @property
     def watcher(self) -> Watcher:
-        """The watcher :meth:`serve` runs, with the notifiers every host gets (a log line, plus
-        ``$CRONWARDEN_WEBHOOK_URL`` when set)."""
+        """The watcher :meth:`serve` runs (and ``run --once`` checks), with the channels,
+        routing and hooks every host gets from :class:`Composition`."""
         return self.root.watcher
 
     def _watch(self, watcher: Watcher, every: float) -> None:
@@ -194,6 +194,10 @@ class LocalRunner:
     def stop(self) -> None:
         self.stop_event.set()
         self.engine.shutdown()
+
+    def close(self) -> None:
+        """Send the pending job pings and close the provider (:meth:`Composition.close`)."""
+        self.root.close()
 
 
 class GracefulStop:

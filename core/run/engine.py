@@ -383,6 +383,11 @@ class Engine:
             fields.update(status_suspicious(run, reasons, now))
         else:
             maximums = success  # raised, never lowered
+            if job.timed and job.schedule.floor(now) <= request.window:
+                # The latest window by this clock (a run claimed late in its window, as
+                # `run --once` does): nothing newer can have set or cleared ``suspicious`` yet
+                # (the job's lock is held), so its verdict belongs on the status record too.
+                fields.update(status_suspicious(run, reasons, now))
         quarantined = sorted(set(ledger.quarantined))
         run = run.with_(quarantined=quarantined)  # this attempt's, not a taken-over record's
         if quarantined:  # not a plain success: recorded until an operator resolves them

@@ -13,7 +13,9 @@ definitions and the clock and raises conditions:
 * ``skipping`` ``skip_threshold`` lock-held skips since the last success (a lock that never frees);
 * ``dead_letters`` dead-lettered windows in the store (per job: the store's record is the
   truth, also when the broker's message is gone), and messages waiting in the dead-letter
-  queue (queue-wide).
+  queue that no job's alert accounts for (queue-wide).
+
+Conditions that share a cause are one incident (:mod:`cronwarden.watch.incidents`).
 
 Alert state lives in the status records and is written by compare-and-set, so a transition is
 notified once however many watchers run (the loser stays quiet), recoveries are announced,
@@ -61,6 +63,7 @@ from .health import Condition as Condition
 from .health import JobHealth as JobHealth
 from .health import Report as Report
 from .health import _about
+from .incidents import fold, unowned_letters
 from .notify import LogNotifier, Notifier
 from .outbox import DeliveryPolicy, Targets, budget, entries_of, new_entries, trim
 
@@ -329,6 +332,8 @@ class Watcher:
             ]
             # a snoozed job's transitions are held back (and announced once it ends)
             new, gone, fields = snooze_filter(item.status, new, gone, item.conditions, now)
+            new, gone, folded = fold(item, new, gone)  # one incident per problem
+            fields.update(folded)
             notify = current != previous or bool(fields)
             if "first_seen_at" not in item.status:
                 fields["first_seen_at"] = iso(now)
@@ -352,12 +357,13 @@ class Watcher:
                 self.store.commit([Merge(status_key_of(item.job.name), fields)])
         if depth is not None:
             had = bool(watcher_status.get("alerts"))
-            if depth > 0:
+            unowned = unowned_letters(self.queue, depth, health)  # letters no job's alert has
+            if unowned > 0:
                 alert = Alert(
                     WATCHER_RECORD,
                     Condition.DEAD_LETTERS,
                     True,
-                    f"{depth} message(s) waiting in the dead-letter queue. First check: "
+                    f"{unowned} message(s) waiting in the dead-letter queue. First check: "
                     "`cronwarden dlq list` for the reasons; fix the cause, then "
                     "`cronwarden dlq redrive`.",
                     first_check="cronwarden dlq list",
@@ -366,7 +372,7 @@ class Watcher:
                 active.append(alert)
                 if not had:
                     fired.append(alert)
-            elif had:
+            elif had:  # empty again, or every letter left is a job's (alerted there)
                 recovered.append(
                     Alert(
                         WATCHER_RECORD,
@@ -375,14 +381,14 @@ class Watcher:
                         "dead-letter queue is empty again",
                     )
                 )
-            if had != (depth > 0):
+            if had != (unowned > 0):
                 mine = [a for a in fired + recovered if a.job == WATCHER_RECORD]
                 entries = new_entries(mine, targets, now, self.delivery, self._owner)
                 won = self._set_alerts(
                     WATCHER_RECORD,
                     records.get(WATCHER_RECORD),
                     {
-                        ALERTS: [Condition.DEAD_LETTERS.value] if depth > 0 else [],
+                        ALERTS: [Condition.DEAD_LETTERS.value] if unowned > 0 else [],
                         "alerts_updated_at": iso(now),
                         "dlq_depth": depth,
                     },
