@@ -54,6 +54,19 @@ _JOB_ROW = _obj(
     paused={"type": "boolean"},
     last_error=_STR_N,
     last_run_key=_STR_N,
+    undelivered={
+        "type": "array",
+        "description": "alerts of this job no channel has received yet (the watcher's outbox)",
+        "items": _obj(
+            ["channel", "alert", "attempts", "failing", "unrouted"],
+            channel={"type": "string"},
+            alert={"type": "string"},
+            attempts={"type": "integer"},
+            failing={"type": "boolean"},
+            error=_STR_N,
+            unrouted={"type": "boolean"},
+        ),
+    },
 )
 _OVERVIEW = _obj(
     ["generated_at", "total_jobs", "jobs", "states"],
@@ -65,6 +78,7 @@ _OVERVIEW = _obj(
     owners={"type": "array", "items": {"type": "string"}},
     tags={"type": "array", "items": {"type": "string"}},
     filters={"type": "object"},
+    undelivered_alerts={"type": "integer"},
     jobs={"type": "array", "items": _JOB_ROW},
 )
 _WINDOW = _obj(

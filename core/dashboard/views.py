@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo
 from ..jobs.definitions import Job, JobSet
 from ..model.ports import ITEM, RUN, STATUS, DeadLetters, Store
 from ..model.records import (
+    DELIVERIES,
     LockRecord,
     StatusRecord,
     lock_key_of,
@@ -29,6 +30,7 @@ from ..model.records import (
 from ..model.redaction import redact
 from ..model.runs import format_window, parse_window
 from ..run.ledger import read_items
+from ..watch.outbox import UNROUTED, DeliveryPolicy, pending_of
 from ..watch.watcher import JobHealth, Watcher
 from . import _timeline
 
@@ -234,7 +236,7 @@ def overview(
             continue
         if state and row_state != state:
             continue
-        rows.append(_job_row(item, row_state, per_job.get(job.name, 0), dash.baselines))
+        rows.append(_job_row(item, row_state, per_job.get(job.name, 0), dash.baselines, now))
     shown = rows[:limit]
     return {
         "generated_at": instant(now),
@@ -245,6 +247,7 @@ def overview(
         "owners": sorted({j.owner for j in dash.jobs if j.owner}),
         "tags": sorted({t for j in dash.jobs for t in j.tags}),
         "filters": {"owner": owner, "tag": tag, "state": state, "limit": limit},
+        "undelivered_alerts": sum(len(row["undelivered"]) for row in rows),
         "jobs": shown,
     }
 
@@ -254,6 +257,7 @@ def _job_row(
     state: str,
     dead_letters: int,
     baselines: dict[str, tuple[Any, Any]] | None = None,
+    now: datetime | None = None,
 ) -> dict[str, Any]:
     """One overview row. Free text (alert texts, errors, descriptions, expectation reasons)
     is redacted here; the other strings are identifiers checked when the job was declared
@@ -290,7 +294,28 @@ def _job_row(
         "paused": bool(status.get("paused")),
         "last_error": redact(record.error) if record.error else None,
         "last_run_key": status.get("run_key"),
+        "undelivered": _undelivered(job.name, status, now),
     }
+
+
+def _undelivered(job: str, status: dict[str, Any], now: datetime | None) -> list[dict[str, Any]]:
+    """The alerts of this job's outbox that have not reached a channel yet (the watcher's
+    :mod:`~cronwarden.watch.outbox`): a channel that keeps failing shows here as well as in
+    ``status``, ``check`` and the metrics."""
+    if not status.get(DELIVERIES):
+        return []
+    pending = pending_of(job, status, now or datetime.now(UTC), DeliveryPolicy())
+    return [
+        {
+            "channel": item.channel,
+            "alert": item.alert,
+            "attempts": item.attempts,
+            "failing": item.failing,
+            "error": redact(item.error) if item.error else None,
+            "unrouted": item.channel == UNROUTED,
+        }
+        for item in pending
+    ]
 
 
 # -- timeline -------------------------------------------------------------------------------

@@ -60,6 +60,15 @@ def browser() -> Iterator[Any]:
         driver.quit()
 
 
+def _wait_value(browser: Any, field: Any, value: str) -> None:
+    """Poll (up to 5 s) until the input ``field`` holds ``value``."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, 5).until(
+        lambda _: field.get_attribute("value") == value, "the token field never held the token"
+    )
+
+
 def _wait_text(browser: Any, css: str, text: str) -> None:
     """Poll (up to 15 s) until the element ``css`` contains ``text`` (a navigation ended)."""
     from selenium.webdriver.common.by import By
@@ -122,8 +131,12 @@ def test_dashboard_in_chromium(server: str, browser: Any, provider: Any) -> None
     assert provider.queue().dlq_depth() == 1
     browser.save_screenshot(str(shots / "redrive-refused.png"))
 
-    # with the token: sign in, redrive the dead letter
-    browser.find_element(By.NAME, "token").send_keys(TOKEN)
+    # with the token: sign in, redrive the dead letter (the field is filled, and read back,
+    # before the click: a click racing the typing sent a partial token once in ~6 runs)
+    field = browser.find_element(By.NAME, "token")
+    field.clear()
+    field.send_keys(TOKEN)
+    _wait_value(browser, field, TOKEN)
     browser.find_element(By.CSS_SELECTOR, "form button").click()
     _wait_text(browser, "h1", "Dead letters")
     browser.save_screenshot(str(shots / "dead-letters.png"))

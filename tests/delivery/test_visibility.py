@@ -137,3 +137,39 @@ def test_status_and_check_print_undelivered_alerts_and_check_fails_on_a_failing_
     data = store.get(status_key_of("billing"))
     assert data is not None and len(data.data[DELIVERIES]) == 1
     store.close()
+
+
+def test_the_dashboard_shows_undelivered_alerts(h: Harness, clock: FakeClock, sink: Sink) -> None:
+    pytest.importorskip("starlette", reason="the dashboard extra is not installed")
+    from starlette.testclient import TestClient
+
+    from cronwarden.dashboard import create_app
+
+    sink.down()  # the channel refuses connections
+    w = Watcher(
+        h.jobs,
+        h.store,
+        h.queue,
+        notifiers=[Router([Route.of(SlackWebhook("chat", sink.url("/chat")))])],
+        clock=clock,
+        hooks=[],
+    )
+    w.check()  # first sight of the jobs
+    clock.set(at("2026-01-20T13:00:30Z"))
+    w.check()  # `missed` fires for both jobs; neither reaches chat
+    client = TestClient(
+        create_app(h.jobs, h.store, h.queue, clock=clock, allowed_hosts=("testserver",))
+    )
+    data = client.get("/api/overview").json()
+    assert data["undelivered_alerts"] == 2
+    rows = {row["name"]: row for row in data["jobs"]}
+    (billing,) = rows["billing"]["undelivered"]
+    assert billing["channel"] == "chat" and billing["alert"] == "missed fired"
+    assert billing["attempts"] == 1 and billing["error"] and not billing["unrouted"]
+    page = client.get("/")
+    assert "2 alert delivery(ies) have not reached a channel yet" in page.text
+    assert "undelivered: missed fired" in page.text
+    sink.up()  # back: the next check delivers, and the dashboard has nothing left to show
+    clock.advance(timedelta(hours=1))
+    w.check()
+    assert client.get("/api/overview").json()["undelivered_alerts"] == 0
