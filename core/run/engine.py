@@ -534,20 +534,16 @@ class Engine:
             return self._lease_lost(job, request, ctx)
         interrupted = isinstance(error, RunInterrupted)
         if state is RunState.DEAD_LETTERED:
-            log.event(
-                logging.ERROR,
-                "run.dead_lettered",
-                f"{job.name}: {request.run_key} dead-lettered after {used} attempt(s): {text}",
+            return self._dead_lettered(
+                job,
+                request,
+                ctx,
+                log,
                 reason=reason,
                 error_type=type(error).__name__,
-                attempts=used,
+                used=used,
                 duration_ms=duration_ms,
-            )
-            return Outcome(
-                OutcomeKind.DEAD_LETTERED,
-                request.run_key,
-                ctx.run_id,
-                reason=reason,
+                why=f" after {used} attempt(s): {text}",
                 detail=f"{used} attempt(s); last error: {text}",
             )
         delay = self._backoff(job, used)
@@ -615,22 +611,46 @@ class Engine:
         except LeaseLost:
             return self._lease_lost(job, request, ctx)
         used = lease.run.attempt - lease.run.budget_start
+        return self._dead_lettered(
+            job,
+            request,
+            ctx,
+            log,
+            reason=_CONTENT_REFUSED,
+            error_type=type(refusal).__name__,
+            used=used,
+            duration_ms=duration_ms,
+            why=f": the store refused its result for its content: {text}",
+            detail=f"{used} attempt(s); the store refused the result for its content: {text}",
+        )
+
+    def _dead_lettered(
+        self,
+        job: Job,
+        request: RunRequest,
+        ctx: RunContext,
+        log: RunLogger,
+        *,
+        reason: str,
+        error_type: str,
+        used: int,
+        duration_ms: int,
+        why: str,
+        detail: str,
+    ) -> Outcome:
+        """Log ``run.dead_lettered`` (``why``: the rest of the line) for a run whose
+        dead-lettered record was just committed, and return its outcome."""
         log.event(
             logging.ERROR,
             "run.dead_lettered",
-            f"{job.name}: {request.run_key} dead-lettered: the store refused its result for "
-            f"its content: {text}",
-            reason=_CONTENT_REFUSED,
-            error_type=type(refusal).__name__,
+            f"{job.name}: {request.run_key} dead-lettered{why}",
+            reason=reason,
+            error_type=error_type,
             attempts=used,
             duration_ms=duration_ms,
         )
         return Outcome(
-            OutcomeKind.DEAD_LETTERED,
-            request.run_key,
-            ctx.run_id,
-            reason=_CONTENT_REFUSED,
-            detail=f"{used} attempt(s); the store refused the result for its content: {text}",
+            OutcomeKind.DEAD_LETTERED, request.run_key, ctx.run_id, reason=reason, detail=detail
         )
 
     def _record(
