@@ -248,3 +248,26 @@ def sqs_queue(
 STORES["dynamodb"] = dynamodb_store
 QUEUES["sqs"] = sqs_queue
 MARKS["dynamodb"] = MARKS["sqs"] = [pytest.mark.aws]
+
+
+# -- object storage (issue 32): one object per job, every commit one conditional write -------
+@contextmanager
+def s3_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """The object store on S3 (the session's moto server), a fresh bucket per test."""
+    import uuid
+
+    from cronwarden.adapters.objectstore import ObjectStore, S3Objects, S3Settings
+
+    moto = request.getfixturevalue("moto_server")
+    settings = S3Settings(bucket=f"cw-{uuid.uuid4().hex[:12]}", aws=moto.settings())
+    objects = S3Objects.from_settings(settings)
+    store = ObjectStore(objects, "conformance/")
+    try:
+        yield store
+    finally:
+        objects.delete_bucket()
+        store.close()
+
+
+STORES["s3"] = s3_store
+MARKS["s3"] = [pytest.mark.aws]

@@ -1,0 +1,66 @@
+"""The ``s3`` provider: the object store on S3 (:class:`~.store.ObjectStore` over
+:class:`~.s3.S3Objects`) with the AWS provider's SQS queue, configured by
+:class:`~.settings.S3Settings` (environment names there)."""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from typing import Any
+
+from cronwarden.adapters.aws.queue import SqsQueue
+from cronwarden.model.errors import ConfigurationError
+from cronwarden.model.ports import Provider
+
+from .settings import S3Settings
+from .store import ObjectStore
+
+
+class S3Provider(Provider):
+    """State in one S3 object per job, run requests on SQS; both built on first use."""
+
+    name = "s3"
+
+    def __init__(self, settings: S3Settings | None = None) -> None:
+        self.settings = settings or S3Settings()
+        self._lock = threading.Lock()
+        self._store: ObjectStore | None = None
+        self._queue: SqsQueue | None = None
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> S3Provider:
+        """The provider configured from the environment (keyword ``overrides`` win)."""
+        if importlib.util.find_spec("boto3") is None:
+            raise ConfigurationError("the S3 provider needs boto3: pip install 'cronwarden[aws]'")
+        return cls(S3Settings.from_env(**overrides))
+
+    def store(self) -> ObjectStore:
+        from .s3 import S3Objects
+
+        with self._lock:
+            if self._store is None:
+                objects = S3Objects.from_settings(self.settings)
+                self._store = ObjectStore(objects, self.settings.prefix)
+            return self._store
+
+    def queue(self) -> SqsQueue:
+        with self._lock:
+            if self._queue is None:
+                self._queue = SqsQueue.from_settings(self.settings.aws)
+            return self._queue
+
+    def close(self) -> None:
+        with self._lock:
+            if self._queue is not None:
+                self._queue.close()
+                self._queue = None
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+    def __repr__(self) -> str:
+        s = self.settings
+        return f"S3Provider(bucket={s.bucket!r}, prefix={s.prefix!r}, queue={s.aws.queue!r})"
+
+
+__all__ = ["S3Provider"]
