@@ -271,3 +271,46 @@ def s3_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 STORES["s3"] = s3_store
 MARKS["s3"] = [pytest.mark.aws]
+
+
+_BLOB_AZURITE: list[Any] = []  #: one Azurite with its Blob service for the session
+
+
+def _blob_azurite(request: pytest.FixtureRequest) -> Any:
+    """An Azurite with the Blob service, started on first use and stopped at session end (the
+    session's ``azurite`` fixture serves Table Storage only)."""
+    from cronwarden.emulators.azurite import Azurite
+    from cronwarden.emulators.azurite.install import is_installed, missing_tools
+
+    if not _BLOB_AZURITE:
+        missing = missing_tools()
+        if "node" in missing or ("npm" in missing and not is_installed()):
+            pytest.skip(f"Azurite needs {' and '.join(missing)} on PATH")
+        emulator = Azurite(blob=True).start()
+        _BLOB_AZURITE.append(emulator)
+        request.session.config.add_cleanup(emulator.stop)
+    return _BLOB_AZURITE[0]
+
+
+@contextmanager
+def blob_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """The object store on Azure Blob Storage (Azurite), a fresh container per test."""
+    import uuid
+
+    from cronwarden.adapters.objectstore import ObjectStore
+    from cronwarden.adapters.objectstore.azure_blobs import BlobObjects
+
+    azurite = _blob_azurite(request)
+    objects = BlobObjects.from_connection_string(
+        azurite.connection_string, f"cw-{uuid.uuid4().hex[:12]}", create_missing=True
+    )
+    store = ObjectStore(objects, "conformance/")
+    try:
+        yield store
+    finally:
+        objects.delete_container()
+        store.close()
+
+
+STORES["blob"] = blob_store
+MARKS["blob"] = [pytest.mark.azure]

@@ -40,6 +40,11 @@ def _status(exc: BaseException) -> int:
     return int((response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0)
 
 
+def _version(etag: str) -> str:
+    """An ETag without its quotes (S3 quotes it in some answers and not in others)."""
+    return etag.strip('"')
+
+
 def s3_error(exc: BaseException, *, write: bool, what: str) -> CronwardenError | None:
     """The cronwarden error for a botocore failure of ``what``, or ``None`` when it is not a
     transport or availability failure. Messages name the error class and code only."""
@@ -151,7 +156,7 @@ class S3Objects(ConditionalObjects):
             if _code(exc) in {"NoSuchKey", "404"}:
                 return None
             raise self._map(exc, write=False, what="GetObject") from exc
-        return Blob(data, str(response["ETag"]))
+        return Blob(data, _version(str(response["ETag"])))
 
     def _put(self, name: str, data: bytes, **condition: str) -> str:
         try:
@@ -166,17 +171,17 @@ class S3Objects(ConditionalObjects):
             if _code(exc) in _REFUSED:
                 raise PreconditionFailed(_code(exc)) from None
             raise self._map(exc, write=True, what="PutObject") from exc
-        return str(response["ETag"])
+        return _version(str(response["ETag"]))
 
     def put_if_absent(self, name: str, data: bytes) -> str:
         return self._put(name, data, IfNoneMatch="*")
 
     def put_if_version(self, name: str, data: bytes, version: str) -> str:
-        return self._put(name, data, IfMatch=version)
+        return self._put(name, data, IfMatch=f'"{version}"')
 
     def delete_if_version(self, name: str, version: str) -> None:
         try:
-            self._writer.delete_object(Bucket=self.bucket, Key=name, IfMatch=version)
+            self._writer.delete_object(Bucket=self.bucket, Key=name, IfMatch=f'"{version}"')
         except Exception as exc:
             if _code(exc) in _REFUSED:
                 raise PreconditionFailed(_code(exc)) from None
@@ -192,7 +197,9 @@ class S3Objects(ConditionalObjects):
                 response = self._reader.list_objects_v2(**options)
             except Exception as exc:
                 raise self._map(exc, write=False, what="ListObjectsV2") from exc
-            yield [(str(o["Key"]), str(o["ETag"])) for o in response.get("Contents") or []]
+            yield [
+                (str(o["Key"]), _version(str(o["ETag"]))) for o in response.get("Contents") or []
+            ]
             token = response.get("NextContinuationToken")
             if not response.get("IsTruncated") or not token:
                 return
