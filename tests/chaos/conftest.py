@@ -48,6 +48,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         pytest.param("azure", marks=pytest.mark.azure),
         pytest.param("aws", marks=pytest.mark.aws),
         pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("s3", marks=pytest.mark.aws),
+        pytest.param("blob", marks=pytest.mark.azure),
     ]
 )
 def stack(request: pytest.FixtureRequest) -> Stack:
@@ -64,8 +66,15 @@ def stack(request: pytest.FixtureRequest) -> Stack:
             "azurite": request.getfixturevalue("azurite"),
             "servicebus": request.getfixturevalue("servicebus_emulator"),
         }
-    elif name == "aws":
+    elif name in ("aws", "s3"):
         emulators = {"moto": request.getfixturevalue("moto_server")}
+    elif name == "blob":
+        from tests.backends import _blob_azurite
+
+        emulators = {
+            "azurite_blob": _blob_azurite(request),
+            "servicebus": request.getfixturevalue("servicebus_emulator"),
+        }
     elif name == "postgres":
         emulators = {"postgres": request.getfixturevalue("postgres_server")}
     return Stack(name, emulators)

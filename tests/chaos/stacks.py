@@ -9,6 +9,10 @@ test process and in every chaos worker process), fresh namespaces per trial, and
   both, so an outage of either part freezes both.
 * ``postgres``: the Postgres store + queue on the session's PostgreSQL server, a fresh schema
   per trial; an outage (store or broker: one server holds both) freezes every server process.
+* ``s3``: the object store on S3 + SQS, both on the session's moto server, a fresh bucket and
+  queues per trial (an outage of either part freezes both, as for ``aws``).
+* ``blob``: the object store on Azure Blob Storage (an Azurite with its Blob service, a fresh
+  container per trial) + Service Bus on cronwarden's emulator (a fresh queue).
 
 Outages. The emulators keep their state in memory, so killing and restarting one would be a
 wipe (disaster recovery), not an outage: an outage here *freezes* the emulator's whole process
@@ -34,7 +38,7 @@ from typing import Any
 
 from cronwarden.model.ports import Queue, Store
 
-PROVIDERS = ("local", "gcp", "azure", "aws", "postgres")
+PROVIDERS = ("local", "gcp", "azure", "aws", "postgres", "s3", "blob")
 
 
 def build(spec: dict[str, Any]) -> tuple[Store, Queue]:
@@ -99,6 +103,32 @@ def build(spec: dict[str, Any]) -> tuple[Store, Queue]:
             expire_every=0,
         )
         return PostgresStore(settings), PostgresQueue(settings)
+    if kind == "s3":
+        from cronwarden.adapters.aws import AwsSettings, SqsQueue
+        from cronwarden.adapters.objectstore import ObjectStore, S3Objects, S3Settings
+
+        aws = AwsSettings(
+            endpoint_url=spec["endpoint"],
+            queue=spec["queue"],
+            max_receive_count=spec["max_deliveries"],
+            create_missing=True,
+            read_timeout=10.0,
+            max_attempts=2,
+        )
+        s3 = S3Settings(bucket=spec["bucket"], aws=aws)
+        return ObjectStore(S3Objects.from_settings(s3)), SqsQueue.from_settings(aws)
+    if kind == "blob":
+        from cronwarden.adapters.azure import ServiceBusQueue
+        from cronwarden.adapters.objectstore import ObjectStore
+        from cronwarden.adapters.objectstore.azure_blobs import BlobObjects
+
+        objects = BlobObjects.from_connection_string(
+            spec["blobs"], spec["container"], create_missing=True
+        )
+        sbq = ServiceBusQueue.from_connection_string(
+            spec["servicebus"], spec["queue"], max_deliveries=spec["max_deliveries"]
+        )
+        return ObjectStore(objects), sbq
     raise ValueError(f"unknown stack {kind!r}")
 
 
@@ -137,6 +167,29 @@ class Stack:
                 "queue": f"cw-chaos-{suffix}",
                 "max_deliveries": max_deliveries,
             }
+        if self.name == "s3":
+            suffix = uuid.uuid4().hex[:10]
+            return {
+                "kind": "s3",
+                "endpoint": self.emulators["moto"].endpoint,
+                "bucket": f"cw-chaos-{suffix}",
+                "queue": f"cw-chaos-{suffix}",
+                "max_deliveries": max_deliveries,
+            }
+        if self.name == "blob":
+            sb = self.emulators["servicebus"]
+            return {
+                "kind": "blob",
+                "blobs": self.emulators["azurite_blob"].connection_string,
+                "container": f"cw-chaos-{uuid.uuid4().hex[:10]}",
+                "servicebus": sb.connection_string,
+                "queue": sb.create_queue(
+                    max_delivery_count=max_deliveries,
+                    lock_duration=5.0,
+                    requires_duplicate_detection=True,
+                ),
+                "max_deliveries": max_deliveries,
+            }
         if self.name == "postgres":
             return {
                 "kind": "postgres",
@@ -160,6 +213,9 @@ class Stack:
         }
 
     def drop(self, spec: dict[str, Any]) -> None:
+        if spec["kind"] == "blob":
+            with contextlib.suppress(Exception):
+                self.emulators["servicebus"].delete_queue(spec["queue"])
         if spec["kind"] == "postgres":
             from cronwarden.emulators.postgres.pytest_plugin import drop_schema
 
@@ -176,8 +232,11 @@ class Stack:
         if self.name == "gcp":
             emulator = self.emulators["firestore" if part == "store" else "pubsub"]
             return [emulator.pid]
-        if self.name == "aws":
+        if self.name in ("aws", "s3"):
             return [self.emulators["moto"].pid]
+        if self.name == "blob":
+            blob = self.emulators["azurite_blob"]
+            return blob.pids[1:] if part == "store" else [self.emulators["servicebus"].pid]
         if part == "store":
             return list(self.emulators["azurite"].pids)
         return [self.emulators["servicebus"].pid]
