@@ -1,6 +1,6 @@
 """The ``s3`` provider: the object store on S3 (:class:`~.store.ObjectStore` over
-:class:`~.s3.S3Objects`) with the AWS provider's SQS queue, configured by
-:class:`~.settings.S3Settings` (environment names there)."""
+:class:`~.s3.S3Objects`) with the AWS provider's SQS queue and EventBridge schedule checks,
+configured by :class:`~.settings.S3Settings` (environment names there)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import importlib.util
 import threading
 from typing import Any
 
+from cronwarden.adapters.aws.provider import AwsProvider
 from cronwarden.adapters.aws.queue import SqsQueue
+from cronwarden.jobs.definitions import Job
 from cronwarden.model.errors import ConfigurationError
 from cronwarden.model.ports import Provider
 
@@ -17,15 +19,16 @@ from .store import ObjectStore
 
 
 class S3Provider(Provider):
-    """State in one S3 object per job, run requests on SQS; both built on first use."""
+    """State in one S3 object per job; run requests on SQS and schedules on EventBridge as the
+    ``aws`` provider has them (its DynamoDB table is never used). Built on first use."""
 
     name = "s3"
 
     def __init__(self, settings: S3Settings | None = None) -> None:
         self.settings = settings or S3Settings()
+        self._aws = AwsProvider(self.settings.aws)
         self._lock = threading.Lock()
         self._store: ObjectStore | None = None
-        self._queue: SqsQueue | None = None
 
     @classmethod
     def from_env(cls, **overrides: Any) -> S3Provider:
@@ -44,16 +47,16 @@ class S3Provider(Provider):
             return self._store
 
     def queue(self) -> SqsQueue:
-        with self._lock:
-            if self._queue is None:
-                self._queue = SqsQueue.from_settings(self.settings.aws)
-            return self._queue
+        return self._aws.queue()
+
+    def schedule_state(self, job: Job) -> tuple[bool | None, str]:
+        """For ``cronwarden doctor``: the job's EventBridge schedule, as the ``aws`` provider
+        checks it (``CRONWARDEN_AWS_SCHEDULE_GROUP``)."""
+        return self._aws.schedule_state(job)
 
     def close(self) -> None:
+        self._aws.close()
         with self._lock:
-            if self._queue is not None:
-                self._queue.close()
-                self._queue = None
             if self._store is not None:
                 self._store.close()
                 self._store = None
