@@ -19,7 +19,7 @@ from typing import Any
 
 from cronwarden.model.ports import Store
 
-STORES = ("sqlite", "firestore", "table", "dynamodb", "postgres")
+STORES = ("sqlite", "firestore", "table", "dynamodb", "postgres", "s3", "blob")
 
 
 class Unavailable(RuntimeError):
@@ -34,6 +34,7 @@ class Emulators:
         self._firestore: Any = None
         self._pubsub: Any = None
         self._azurite: Any = None
+        self._azurite_blob: Any = None
         self._servicebus: Any = None
         self._moto: Any = None
         self._postgres: Any = None
@@ -96,6 +97,18 @@ class Emulators:
                 raise Unavailable("Azurite needs node on PATH")
             self._azurite = self._started("azurite", lambda: Azurite().start(), lambda a: a.stop())
         return self._azurite
+
+    def azurite_blob(self) -> Any:
+        """An Azurite with its Blob service (the object store on Blob Storage)."""
+        if self._azurite_blob is None:
+            from cronwarden.emulators.azurite import Azurite, missing_tools
+
+            if "node" in missing_tools():
+                raise Unavailable("Azurite needs node on PATH")
+            self._azurite_blob = self._started(
+                "azurite-blob", lambda: Azurite(blob=True).start(), lambda a: a.stop()
+            )
+        return self._azurite_blob
 
     def servicebus(self) -> Any:
         if self._servicebus is None:
@@ -181,6 +194,23 @@ class Emulators:
             from cronwarden.adapters.postgres import PostgresStore
 
             store = PostgresStore(self.postgres_settings())
+        elif name == "s3":
+            from cronwarden.adapters.objectstore import ObjectStore, S3Objects, S3Settings
+
+            moto = self.moto()
+            bucket = f"cw-bench-{uuid.uuid4().hex[:10]}"
+            s3 = S3Settings(bucket=bucket, aws=moto.settings())
+            store = ObjectStore(S3Objects.from_settings(s3))
+        elif name == "blob":
+            from cronwarden.adapters.objectstore import ObjectStore
+            from cronwarden.adapters.objectstore.azure_blobs import BlobObjects
+
+            container = f"cw-bench-{uuid.uuid4().hex[:10]}"
+            store = ObjectStore(
+                BlobObjects.from_connection_string(
+                    self.azurite_blob().connection_string, container, create_missing=True
+                )
+            )
         else:
             raise ValueError(f"unknown store {name!r}")
         try:

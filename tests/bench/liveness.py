@@ -72,7 +72,7 @@ def _status(name: str, now: datetime) -> dict[str, Any]:
 
 def _seed(name: str, store: Store, first: int, last: int, now: datetime) -> None:
     jobs = [_name(i) for i in range(first, last)]
-    if name in ("sqlite", "postgres"):
+    if name in ("sqlite", "postgres", "s3", "blob"):
         for j in jobs:
             store.commit([Merge(Key(STATUS, j), _status(j, now))])
     elif name == "dynamodb":
@@ -175,6 +175,18 @@ def _floor(name: str, store: Any, keys_only: bool = False) -> Any:
             return [item for page in pages for item in page["Items"]]
 
         return scan
+    if name in ("s3", "blob"):
+        objects = store.objects
+        folder = store.prefix + "jobs/"
+
+        def read_all() -> list[Any]:
+            names = [n for page in objects.list(folder) for n, _ in page]
+            if keys_only:
+                return names
+            with ThreadPoolExecutor(8) as pool:
+                return list(pool.map(objects.get, names))
+
+        return read_all
     raise ValueError(name)
 
 
