@@ -10,7 +10,7 @@ Importing this package imports no cloud SDK; building a client does.
 
 from __future__ import annotations
 
-from .objects import Blob, ConditionalObjects, PreconditionFailed
+from .objects import Blob, ConditionalObjects, PreconditionFailed, verify_preconditions
 from .provider import S3Provider
 from .s3 import S3Objects
 from .settings import S3Settings
@@ -24,4 +24,5 @@ __all__ = [
     "S3Objects",
     "S3Provider",
     "S3Settings",
+    "verify_preconditions",
 ]

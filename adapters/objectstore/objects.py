@@ -29,8 +29,12 @@ look like a lost race.
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+import contextlib
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+
+from cronwarden.model.errors import ConfigurationError
 
 
 class PreconditionFailed(Exception):
@@ -71,4 +75,46 @@ class ConditionalObjects(abc.ABC):
         """Release connections. Idempotent."""
 
 
-__all__ = ["Blob", "ConditionalObjects", "PreconditionFailed"]
+PROBE_FOLDER = "_cronwarden/"
+
+
+def verify_preconditions(objects: ConditionalObjects, prefix: str = "") -> None:
+    """Check that the service refuses what a conditional write must refuse, on a probe object
+    of its own (``<prefix>_cronwarden/probe-<random>``, deleted afterwards): a second
+    create-if-absent and a replace under a stale version. Five requests.
+
+    An endpoint that ignores ``If-None-Match`` / ``If-Match`` (an S3-compatible server that
+    does not implement conditional writes, an old emulator) would let two owners claim one
+    run: that is a :class:`~cronwarden.model.errors.ConfigurationError` here, not a silent
+    double run later.
+    """
+    name = f"{prefix}{PROBE_FOLDER}probe-{uuid.uuid4().hex}"
+    current = objects.put_if_absent(name, b"1")
+    try:
+        _must_refuse(
+            objects, "a second create-if-absent", lambda: objects.put_if_absent(name, b"2")
+        )
+        stale = current
+        current = objects.put_if_version(name, b"3", stale)
+        _must_refuse(
+            objects,
+            "a replace under a stale version",
+            lambda: objects.put_if_version(name, b"4", stale),
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            objects.delete_if_version(name, current)
+
+
+def _must_refuse(objects: ConditionalObjects, what: str, write: Callable[[], object]) -> None:
+    try:
+        write()
+    except PreconditionFailed:
+        return
+    raise ConfigurationError(
+        f"{objects.service} accepted {what} that it must refuse: it does not honour "
+        "conditional writes (If-None-Match / If-Match), so it cannot hold cronwarden's state"
+    )
+
+
+__all__ = ["Blob", "ConditionalObjects", "PreconditionFailed", "verify_preconditions"]

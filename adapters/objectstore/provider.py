@@ -20,7 +20,9 @@ from .store import ObjectStore
 
 class S3Provider(Provider):
     """State in one S3 object per job; run requests on SQS and schedules on EventBridge as the
-    ``aws`` provider has them (its DynamoDB table is never used). Built on first use."""
+    ``aws`` provider has them (its DynamoDB table is never used). Built on first use; the store
+    first checks that the endpoint honours conditional writes
+    (:func:`~.objects.verify_preconditions`, five requests once per process)."""
 
     name = "s3"
 
@@ -38,11 +40,19 @@ class S3Provider(Provider):
         return cls(S3Settings.from_env(**overrides))
 
     def store(self) -> ObjectStore:
+        from .objects import verify_preconditions
         from .s3 import S3Objects
 
         with self._lock:
             if self._store is None:
                 objects = S3Objects.from_settings(self.settings)
+                try:
+                    # an endpoint that ignores If-None-Match / If-Match must stop us here,
+                    # not let two owners claim one run later
+                    verify_preconditions(objects, self.settings.prefix)
+                except BaseException:
+                    objects.close()
+                    raise
                 self._store = ObjectStore(objects, self.settings.prefix)
             return self._store
 

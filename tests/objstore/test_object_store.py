@@ -13,9 +13,15 @@ from cronwarden.adapters.objectstore import (
     ConditionalObjects,
     ObjectStore,
     PreconditionFailed,
+    verify_preconditions,
 )
 from cronwarden.adapters.objectstore.store import object_name
-from cronwarden.model.errors import CommitConflict, CommitOutcomeUnknown, ContentRefused
+from cronwarden.model.errors import (
+    CommitConflict,
+    CommitOutcomeUnknown,
+    ConfigurationError,
+    ContentRefused,
+)
 from cronwarden.model.ports import LOCK, RUN, STATUS, Create, Delete, Key, Merge, Update
 
 from .conftest import ObjectsFactory
@@ -199,3 +205,26 @@ def test_objects_are_named_per_job_under_the_prefix(new_objects: ObjectsFactory)
     assert names == [object_name("team-a/", JOB)]
     assert names[0].startswith("team-a/jobs/nightly%2Freport%20%E2%9C%93")
     assert [r.key.job for r in store.query(STATUS)] == [JOB]
+
+
+# -- an endpoint that ignores the preconditions is refused up front -----------------------------
+class _IgnoresConditions(_LandsThenLosesTheReply):
+    """A real client whose conditional writes are sent as plain overwrites (what an
+    S3-compatible server without conditional writes does)."""
+
+    def put_if_absent(self, name: str, data: bytes) -> str:
+        found = self.real.get(name)
+        if found is None:
+            return self.real.put_if_absent(name, data)
+        return self.real.put_if_version(name, data, found.version)
+
+    def put_if_version(self, name: str, data: bytes, version: str) -> str:
+        return self.put_if_absent(name, data)
+
+
+def test_preconditions_are_verified(new_objects: ObjectsFactory) -> None:
+    objects = new_objects()
+    verify_preconditions(objects, "team-a/")
+    assert [n for page in objects.list("") for n, _ in page] == [], "the probe is deleted"
+    with pytest.raises(ConfigurationError, match="does not honour conditional writes"):
+        verify_preconditions(_IgnoresConditions(objects))
