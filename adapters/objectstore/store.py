@@ -55,6 +55,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -213,6 +214,7 @@ class ObjectStore(Store):
     #: to the object read, inside the same compare-and-set
     capabilities = StoreCapabilities(max_commit_ops=500, max_page_bytes=256_000)
     attempts = 64  #: conditional writes of one commit that may lose a race before giving up
+    read_threads = 8  #: parallel reads of changed job objects in a query across jobs
 
     def __init__(
         self,
@@ -342,8 +344,10 @@ class ObjectStore(Store):
 
     def _read_all(self, kind: str) -> list[tuple[str, _JobObject]]:
         """Every job object, read again only when its listed version is not the cached one
-        (the listing's first page is the query's own round trip)."""
-        found: list[tuple[str, _JobObject]] = []
+        (the listing's first page is the query's own round trip; the reads run on up to
+        :attr:`read_threads` threads)."""
+        cached: dict[str, _JobObject] = {}
+        stale: list[str] = []
         for page, entries in enumerate(self.objects.list(self.prefix + JOBS_FOLDER)):
             if page:
                 self._round_trip("read", kind)
@@ -351,13 +355,22 @@ class ObjectStore(Store):
                 job = job_of(self.prefix, name)
                 if job is None:
                     continue
-                cached = self._cached(job)
-                if cached is None or cached.version != version:
-                    self._round_trip("read", kind)
-                    cached = self._read(job)
-                if cached.version is not None:
-                    found.append((job, cached))
-        return found
+                known = self._cached(job)
+                if known is not None and known.version == version:
+                    cached[job] = known
+                else:
+                    stale.append(job)
+
+        def read(job: str) -> tuple[str, _JobObject]:
+            self._round_trip("read", kind)
+            return job, self._read(job)
+
+        if len(stale) > 1 and self.read_threads > 1:
+            with ThreadPoolExecutor(min(self.read_threads, len(stale))) as pool:
+                cached.update(pool.map(read, stale))
+        else:
+            cached.update(map(read, stale))
+        return [(job, found) for job, found in cached.items() if found.version is not None]
 
     def close(self) -> None:
         if not self._closed:
