@@ -1,5 +1,6 @@
-"""Fixtures of the object store's own tests: a fresh bucket (moto) or container (Azurite's Blob
-service) per test, and a factory of independent clients on it (one per "process")."""
+"""Fixtures of the object store's own tests: a fresh bucket (moto, fake-gcs-server) or container
+(Azurite's Blob service) per test, and a factory of independent clients on it (one per
+"process")."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ ObjectsFactory = Callable[[], ConditionalObjects]
     params=[
         pytest.param("s3", marks=pytest.mark.aws),
         pytest.param("blob", marks=pytest.mark.azure),
+        pytest.param("gcs", marks=pytest.mark.gcp),
     ]
 )
 def new_objects(request: pytest.FixtureRequest) -> Iterator[ObjectsFactory]:
@@ -41,6 +43,27 @@ def new_objects(request: pytest.FixtureRequest) -> Iterator[ObjectsFactory]:
         finally:
             assert isinstance(first, S3Objects)
             first.delete_bucket()
+            for objects in made:
+                objects.close()
+        return
+    if request.param == "gcs":
+        from cronwarden.adapters.objectstore.gcs import GcsObjects
+        from tests.backends import fake_gcs
+
+        server = fake_gcs(request)
+        bucket = f"cw-{uuid.uuid4().hex[:12]}"
+
+        def make_gcs() -> ConditionalObjects:
+            objects = GcsObjects.connect(bucket, emulator_host=server.endpoint, create_missing=True)
+            made.append(objects)
+            return objects
+
+        first_gcs = make_gcs()
+        try:
+            yield make_gcs
+        finally:
+            assert isinstance(first_gcs, GcsObjects)
+            first_gcs.delete_bucket()
             for objects in made:
                 objects.close()
         return
