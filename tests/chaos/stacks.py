@@ -13,6 +13,8 @@ test process and in every chaos worker process), fresh namespaces per trial, and
   queues per trial (an outage of either part freezes both, as for ``aws``).
 * ``blob``: the object store on Azure Blob Storage (an Azurite with its Blob service, a fresh
   container per trial) + Service Bus on cronwarden's emulator (a fresh queue).
+* ``gcs``: the object store on Google Cloud Storage (fake-gcs-server, a fresh bucket per trial)
+  + Pub/Sub on the official emulator (a fresh project).
 
 Outages. The emulators keep their state in memory, so killing and restarting one would be a
 wipe (disaster recovery), not an outage: an outage here *freezes* the emulator's whole process
@@ -38,7 +40,7 @@ from typing import Any
 
 from cronwarden.model.ports import Queue, Store
 
-PROVIDERS = ("local", "gcp", "azure", "aws", "postgres", "s3", "blob")
+PROVIDERS = ("local", "gcp", "azure", "aws", "postgres", "s3", "blob", "gcs")
 
 
 def build(spec: dict[str, Any]) -> tuple[Store, Queue]:
@@ -129,6 +131,24 @@ def build(spec: dict[str, Any]) -> tuple[Store, Queue]:
             spec["servicebus"], spec["queue"], max_deliveries=spec["max_deliveries"]
         )
         return ObjectStore(objects), sbq
+    if kind == "gcs":
+        from cronwarden.adapters.gcp import PubSubQueue
+        from cronwarden.adapters.objectstore import ObjectStore
+        from cronwarden.adapters.objectstore.gcs import GcsObjects
+
+        gcs = GcsObjects.connect(spec["bucket"], emulator_host=spec["gcs"], create_missing=True)
+        queue = PubSubQueue(
+            spec["project"],
+            "runs",
+            "worker",
+            max_deliveries=spec["max_deliveries"],
+            ack_deadline=10,
+            retry_backoff=(0.0, 1.0),
+            emulator_host=spec["pubsub"],
+            create_missing=True,
+            rpc_timeout=10.0,
+        )
+        return ObjectStore(gcs), queue
     raise ValueError(f"unknown stack {kind!r}")
 
 
@@ -175,6 +195,15 @@ class Stack:
                 "bucket": f"cw-chaos-{suffix}",
                 "queue": f"cw-chaos-{suffix}",
                 "max_deliveries": max_deliveries,
+            }
+        if self.name == "gcs":
+            return {
+                "kind": "gcs",
+                "bucket": f"cw-chaos-{uuid.uuid4().hex[:10]}",
+                "gcs": self.emulators["gcs"].endpoint,
+                "project": f"cw-chaos-{uuid.uuid4().hex[:10]}",
+                "pubsub": self.emulators["pubsub"].address,
+                "max_deliveries": max(5, max_deliveries),
             }
         if self.name == "blob":
             sb = self.emulators["servicebus"]
@@ -229,8 +258,10 @@ class Stack:
 
     # -- outages ----------------------------------------------------------------------------
     def _pgids(self, part: str) -> list[int]:
-        if self.name == "gcp":
-            emulator = self.emulators["firestore" if part == "store" else "pubsub"]
+        if self.name in ("gcp", "gcs"):
+            emulator = self.emulators[
+                ("firestore" if self.name == "gcp" else "gcs") if part == "store" else "pubsub"
+            ]
             return [emulator.pid]
         if self.name in ("aws", "s3"):
             return [self.emulators["moto"].pid]
