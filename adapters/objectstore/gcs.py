@@ -16,6 +16,7 @@ only :func:`~.objects.verify_preconditions` cleans up its probe with one).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -82,14 +83,15 @@ class GcsObjects(ConditionalObjects):
     ) -> GcsObjects:
         """A client of ``bucket`` with the default credentials, or anonymous on an emulator
         (``emulator_host``: ``http://127.0.0.1:PORT``)."""
-        from google.cloud import storage
+        # by name: google-cloud-storage ships no type information for mypy to follow
+        storage: Any = importlib.import_module("google.cloud.storage")
 
         if emulator_host:
-            from google.auth.credentials import AnonymousCredentials
+            from cronwarden.adapters.gcp._clients import anonymous
 
             client = storage.Client(
                 project=project or "cronwarden-local",
-                credentials=AnonymousCredentials(),
+                credentials=anonymous(),
                 client_options={"api_endpoint": emulator_host},
             )
         else:
