@@ -11,8 +11,9 @@ emulator the isolation the service has; SQS and the other services are left as t
 
 S3 conditional writes (``PutObject`` / ``DeleteObject`` with ``If-Match`` / ``If-None-Match``)
 are checked by moto's request handler and applied afterwards, without a lock: two racing
-``If-None-Match: *`` puts can both pass the check and both "succeed" (S3 itself lets exactly
-one win). :func:`serialise_s3_conditional_writes` puts the check and the write under one lock.
+``If-None-Match: *`` puts could both pass the check and both "succeed" (not observed in
+practice, but nothing rules it out; S3 itself lets exactly one win).
+:func:`serialise_s3_conditional_writes` puts the check and the write under one lock.
 
 moto also deep-copies every table a transaction touches before applying it (its rollback), so a
 transaction costs time in proportion to the table's size (a 100-op ledger commit took seconds
