@@ -276,7 +276,7 @@ MARKS["s3"] = [pytest.mark.aws]
 _BLOB_AZURITE: list[Any] = []  #: one Azurite with its Blob service for the session
 
 
-def _blob_azurite(request: pytest.FixtureRequest) -> Any:
+def blob_azurite(request: pytest.FixtureRequest) -> Any:
     """An Azurite with the Blob service, started on first use and stopped at session end (the
     session's ``azurite`` fixture serves Table Storage only)."""
     from cronwarden.emulators.azurite import Azurite
@@ -300,7 +300,7 @@ def blob_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store
     from cronwarden.adapters.objectstore import ObjectStore
     from cronwarden.adapters.objectstore.azure_blobs import BlobObjects
 
-    azurite = _blob_azurite(request)
+    azurite = blob_azurite(request)
     objects = BlobObjects.from_connection_string(
         azurite.connection_string, f"cw-{uuid.uuid4().hex[:12]}", create_missing=True
     )

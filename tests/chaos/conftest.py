@@ -77,10 +77,10 @@ def stack(request: pytest.FixtureRequest) -> Stack:
             "pubsub": request.getfixturevalue("pubsub_emulator"),
         }
     elif name == "blob":
-        from tests.backends import _blob_azurite
+        from tests.backends import blob_azurite
 
         emulators = {
-            "azurite_blob": _blob_azurite(request),
+            "azurite_blob": blob_azurite(request),
             "servicebus": request.getfixturevalue("servicebus_emulator"),
         }
     elif name == "postgres":

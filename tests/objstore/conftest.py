@@ -68,9 +68,9 @@ def new_objects(request: pytest.FixtureRequest) -> Iterator[ObjectsFactory]:
                 objects.close()
         return
     from cronwarden.adapters.objectstore.azure_blobs import BlobObjects
-    from tests.backends import _blob_azurite
+    from tests.backends import blob_azurite
 
-    azurite = _blob_azurite(request)
+    azurite = blob_azurite(request)
     container = f"cw-{uuid.uuid4().hex[:12]}"
 
     def make_blob() -> ConditionalObjects:

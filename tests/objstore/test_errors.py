@@ -75,9 +75,9 @@ def _endpoint(cloud: str, request: pytest.FixtureRequest) -> str:
         from tests.backends import fake_gcs
 
         return fake_gcs(request).endpoint
-    from tests.backends import _blob_azurite
+    from tests.backends import blob_azurite
 
-    return f"http://{LOOPBACK}:{_blob_azurite(request).blob_port}"
+    return f"http://{LOOPBACK}:{blob_azurite(request).blob_port}"
 
 
 @pytest.mark.parametrize("cloud", PARAMS)
