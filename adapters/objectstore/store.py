@@ -15,7 +15,7 @@ The object (compact JSON, ASCII-escaped so every text round-trips exactly, NUL a
 surrogates included)::
 
     {"format": 1, "job": "<job>", "write": "<write id>",
-     "records": {"<kind>": {"<id>": ["<version>", {<data>}]}}}
+     "records": {"<kind>": {"<id>": ["<version>", {<data>}, <written at, epoch s>]}}}
 
 ``write`` is a fresh random id per write, and a record's version is the write id of the commit
 that last wrote it: versions of a key never repeat, and neither does the object's own version
@@ -37,9 +37,11 @@ query) lists ``<prefix>jobs/`` (one request per page) and reads each job object 
 version differs from the cached one: 1 + (changed jobs) requests. Listings are strongly
 consistent on S3, Blob Storage and GCS.
 
-Retention: a record whose data carries an ``expire_at`` (ISO text) in the past is dropped from
-its job object on the next write of that object (what a database's TTL does eventually). The
-job object itself is never deleted (an empty object keeps the version chain).
+Retention: a record whose data carries an ``expire_at`` (ISO text) in the past, and that was
+last written more than ``min_retention`` (one day) ago, is dropped from its job object on the
+next write of that object (what a database's TTL does eventually; the day keeps a record
+written with an ``expire_at`` already past, by a skewed host or a fake clock, for the rest of
+its run). The job object itself is never deleted (an empty object keeps the version chain).
 
 Cost: every commit rewrites the whole job object, so a commit's bytes grow with the job's
 records (ledger pages of recent runs): see ``docs/object-storage.md``. An object past
@@ -57,7 +59,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -90,7 +92,9 @@ JOBS_FOLDER = "jobs/"
 SUFFIX = ".json"
 DEFAULT_MAX_OBJECT_BYTES = 32 * 1024 * 1024
 
-Records = dict[str, dict[str, tuple[str, dict[str, Any]]]]  #: kind -> id -> (version, data)
+#: kind -> id -> (version, data, written at: epoch seconds by the writer's store clock)
+Records = dict[str, dict[str, tuple[str, dict[str, Any], int]]]
+DEFAULT_MIN_RETENTION = timedelta(days=1)
 
 
 @dataclass(frozen=True)
@@ -121,7 +125,7 @@ def encode(job: str, write: str, records: Records) -> bytes:
         "job": job,
         "write": write,
         "records": {
-            kind: {rid: [version, data] for rid, (version, data) in entries.items()}
+            kind: {rid: list(entry) for rid, entry in entries.items()}
             for kind, entries in records.items()
             if entries
         },
@@ -135,7 +139,7 @@ def decode(name: str, raw: bytes, version: str) -> _JobObject:
         if not isinstance(body, dict) or body.get("format") != FORMAT:
             raise ValueError("not a cronwarden job object")
         records: Records = {
-            kind: {rid: (str(pair[0]), pair[1]) for rid, pair in entries.items()}
+            kind: {rid: (str(e[0]), e[1], int(e[2])) for rid, e in entries.items()}
             for kind, entries in body["records"].items()
         }
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
@@ -145,8 +149,15 @@ def decode(name: str, raw: bytes, version: str) -> _JobObject:
     return _JobObject(version, records, str(body.get("write") or ""))
 
 
-def _expired(data: Mapping[str, Any], now: datetime) -> bool:
-    value = data.get("expire_at")
+def _expired(
+    entry: tuple[str, Mapping[str, Any], int], now: datetime, min_retention: timedelta
+) -> bool:
+    """Past its ``expire_at`` and written more than ``min_retention`` ago (a writer whose
+    ``expire_at`` lies in the past, a fake clock in a test, a skewed host, must not lose the
+    record it just wrote on the next write of the object)."""
+    if entry[2] + min_retention.total_seconds() > now.timestamp():
+        return False
+    value = entry[1].get("expire_at")
     if not isinstance(value, str):
         return False
     try:
@@ -159,7 +170,11 @@ def _expired(data: Mapping[str, Any], now: datetime) -> bool:
 
 
 def apply_ops(
-    records: Records, ops: list[Op], write: str, now: datetime
+    records: Records,
+    ops: list[Op],
+    write: str,
+    now: datetime,
+    min_retention: timedelta = DEFAULT_MIN_RETENTION,
 ) -> tuple[Records, list[Version]]:
     """The job's records after ``ops`` (a new mapping; ``records`` is not changed) and the
     version of each op; raises :class:`CommitConflict` at the first op whose precondition
@@ -169,11 +184,12 @@ def apply_ops(
         kind: {
             rid: entry
             for rid, entry in entries.items()
-            if (kind, rid) in touched or not _expired(entry[1], now)
+            if (kind, rid) in touched or not _expired(entry, now, min_retention)
         }
         for kind, entries in records.items()
     }
     versions: list[Version] = []
+    written = int(now.timestamp())
     for index, op in enumerate(ops):
         kind, rid = op.key.kind, op.key.id
         entries = result.setdefault(kind, {})
@@ -181,12 +197,12 @@ def apply_ops(
         if isinstance(op, Create):
             if current is not None:
                 raise CommitConflict(index, "exists", f"{kind} {op.key.job}/{rid}")
-            entries[rid] = (write, copy.deepcopy(dict(op.data)))
+            entries[rid] = (write, copy.deepcopy(dict(op.data)), written)
             versions.append(write)
         elif isinstance(op, Update):
             if current is None or current[0] != op.version:
                 raise CommitConflict(index, "version", f"{kind} {op.key.job}/{rid}")
-            entries[rid] = (write, copy.deepcopy(dict(op.data)))
+            entries[rid] = (write, copy.deepcopy(dict(op.data)), written)
             versions.append(write)
         elif isinstance(op, Delete):
             if current is None or current[0] != op.version:
@@ -195,7 +211,7 @@ def apply_ops(
             versions.append(None)
         elif isinstance(op, Merge):
             merged = apply_merge(None if current is None else current[1], op)
-            entries[rid] = (write, copy.deepcopy(merged))
+            entries[rid] = (write, copy.deepcopy(merged), written)
             versions.append(write)
         else:  # pragma: no cover - check_commit admits the four op types only
             raise TypeError(f"unknown op {op!r}")
@@ -207,7 +223,8 @@ class ObjectStore(Store):
     module docstring for the layout and the commit protocol). Thread-safe when the client is.
 
     ``prefix`` namespaces the objects (``"team-a/"``); ``clock`` (a ``datetime`` in UTC) decides
-    which records have expired.
+    which records have expired; ``min_retention``: how long a record is kept after its last
+    write whatever its ``expire_at`` says.
     """
 
     #: one conditional write carries the whole commit: increments and maximums are applied
@@ -223,6 +240,7 @@ class ObjectStore(Store):
         *,
         max_object_bytes: int = DEFAULT_MAX_OBJECT_BYTES,
         clock: Callable[[], datetime] | None = None,
+        min_retention: timedelta = DEFAULT_MIN_RETENTION,
     ) -> None:
         super().__init__()
         if prefix and not prefix.endswith("/"):
@@ -231,6 +249,7 @@ class ObjectStore(Store):
         self.prefix = prefix
         self.max_object_bytes = max_object_bytes
         self._clock = clock or (lambda: datetime.now(UTC))
+        self.min_retention = min_retention
         self._cache: dict[str, _JobObject] = {}
         self._cache_lock = threading.Lock()
         self._closed = False
@@ -277,7 +296,9 @@ class ObjectStore(Store):
         fresh, sent, races = False, 0, 0
         while True:
             try:
-                records, versions = apply_ops(current.records, ops, write, self._clock())
+                records, versions = apply_ops(
+                    current.records, ops, write, self._clock(), self.min_retention
+                )
             except CommitConflict:
                 if fresh:
                     raise
@@ -336,7 +357,7 @@ class ObjectStore(Store):
                     continue
                 if (start is not None and rid < start) or (end is not None and rid >= end):
                     continue
-                version, data = entries[rid]
+                version, data, _ = entries[rid]
                 result.append(Record(Key(kind, name, rid), copy.deepcopy(data), version))
                 if limit is not None and len(result) >= limit:
                     return result

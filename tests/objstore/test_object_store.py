@@ -6,7 +6,7 @@ text."""
 from __future__ import annotations
 
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -23,7 +23,7 @@ from cronwarden.model.errors import (
     ConfigurationError,
     ContentRefused,
 )
-from cronwarden.model.ports import LOCK, RUN, STATUS, Create, Delete, Key, Merge, Update
+from cronwarden.model.ports import ITEM, LOCK, RUN, STATUS, Create, Delete, Key, Merge, Update
 
 from .conftest import ObjectsFactory
 
@@ -172,11 +172,14 @@ def test_a_lost_reply_is_outcome_unknown_and_the_next_commit_reads_again(
 
 
 def test_expired_records_are_dropped_on_the_next_write(new_objects: ObjectsFactory) -> None:
-    now = datetime(2026, 3, 1, tzinfo=UTC)
-    store = ObjectStore(new_objects(), clock=lambda: now)
+    now = [datetime(2026, 3, 1, tzinfo=UTC)]
+    store = ObjectStore(new_objects(), clock=lambda: now[0])
     old, kept = Key(RUN, JOB, "2026-01-01T00:00Z"), Key(RUN, JOB, "2026-02-28T00:00Z")
     store.commit([Create(old, {"expire_at": "2026-02-01T00:00:00+00:00"})])
     store.commit([Create(kept, {"expire_at": "2026-03-31T00:00:00Z"})])
+    assert store.get(old) is not None, "kept for a day after its write, whatever its expire_at"
+    now[0] += timedelta(days=2)
+    store.commit([Merge(STATUS_KEY, {"ok": True})])
     assert store.get(old) is None
     assert store.get(kept) is not None
 
@@ -230,3 +233,22 @@ def test_preconditions_are_verified(new_objects: ObjectsFactory) -> None:
     assert [n for page in objects.list("") for n, _ in page] == [], "the probe is deleted"
     with pytest.raises(ConfigurationError, match="does not honour conditional writes"):
         verify_preconditions(_IgnoresConditions(objects))
+
+
+def test_a_run_of_a_past_window_keeps_its_whole_ledger(new_objects: ObjectsFactory) -> None:
+    """A fake clock at an old window writes every ``expire_at`` in the past (for the store's
+    real clock): no ledger page may be dropped by the run's own later writes."""
+    import cronwarden
+    from cronwarden.testing import run_once
+
+    @cronwarden.job("ledgered", cron="0 2 * * *", max_runtime="1m")
+    def ledgered(ctx: cronwarden.RunContext) -> None:
+        for _ in ctx.items(range(250)):
+            pass
+
+    store = ObjectStore(new_objects())
+    assert run_once(ledgered, "2026-01-20T02:00Z", store=store).kind.value == "succeeded"
+    pages = store.query(ITEM, "ledgered")
+    assert len(pages) >= 3, [p.key.id for p in pages]  # 250 items, 100 per batch
+    again = run_once(ledgered, "2026-01-20T02:00Z", store=store)
+    assert again.kind.value == "duplicate"
