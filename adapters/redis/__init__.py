@@ -7,7 +7,9 @@ Importing this package imports no driver: redis-py loads when the first connecti
 
 from __future__ import annotations
 
+from .provider import RedisProvider
+from .queue import RedisQueue
 from .settings import RedisSettings
 from .store import RedisStore
 
-__all__ = ["RedisSettings", "RedisStore"]
+__all__ = ["RedisProvider", "RedisQueue", "RedisSettings", "RedisStore"]

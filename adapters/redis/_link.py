@@ -146,7 +146,7 @@ class Link:
         raised; see the module docstring for what is raised."""
         r = self._redis()
         for attempt in (1, 2):
-            name, client = self.node(route)
+            _name, client = self.node(route)
             replies = self._exchange(client, commands, what)
             jumps = (r.exceptions.MovedError, r.exceptions.AskError)
             moved = [x for x in replies if isinstance(x, jumps)]

@@ -311,15 +311,17 @@ class RedisStore(Store):
             raise CommitOutcomeUnknown(f"{exc} (the commit may have applied in part)") from exc
         if then:
             reply, acked = reply[0], reply[1]
-            if isinstance(reply, list) and reply[:1] == [b"ok"]:
-                if isinstance(acked, Exception) or int(acked) < self.settings.wait_replicas:
-                    raise CommitOutcomeUnknown(
-                        self.link._where(
-                            f"{what}: applied on the master, but {acked} of "
-                            f"{self.settings.wait_replicas} replica(s) acknowledged it within "
-                            f"{self.settings.wait_timeout:g}s (a failover now could lose it)"
-                        )
+            applied = isinstance(reply, list) and reply[:1] == [b"ok"]
+            if applied and (
+                isinstance(acked, Exception) or int(acked) < self.settings.wait_replicas
+            ):
+                raise CommitOutcomeUnknown(
+                    self.link._where(
+                        f"{what}: applied on the master, but {acked} of "
+                        f"{self.settings.wait_replicas} replica(s) acknowledged it within "
+                        f"{self.settings.wait_timeout:g}s (a failover now could lose it)"
                     )
+                )
         status = reply[0]
         if status == b"conflict":
             index = int(reply[1])

@@ -162,7 +162,7 @@ class RedisCluster:
                     text=True,
                     timeout=5,
                     check=False,
-                ).stdout  # fmt: skip
+                ).stdout
                 for node in self.nodes
             ]
             if all("cluster_state:ok" in state for state in states):
