@@ -362,6 +362,18 @@ class RedisQueue(Queue):
 
         return DeadLetterPolicy(True, self.max_deliveries, f"the Redis stream {self.dlq}")
 
+    def depth(self) -> int:
+        """Messages waiting, delayed or in flight (not dead-lettered)."""
+        try:
+            length, delayed = self.link.call(
+                self.stream,
+                [["XLEN", self.stream], ["ZCARD", self.delayed]],
+                what=f"queue {self.settings.queue}: depth",
+            )
+        except LostReply as exc:
+            raise StoreUnavailable(str(exc)) from exc
+        return int(length) + int(delayed)
+
     # -- dead letters ------------------------------------------------------------------------
 
     def dlq_depth(self) -> int:
