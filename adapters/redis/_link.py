@@ -98,6 +98,7 @@ class Link:
             "client_name": self.name,
             "retry": Retry(NoBackoff(), 0),
             "health_check_interval": 0,
+            "protocol": 2,  # the replies' shapes this adapter reads (lists, not RESP3 maps)
         }
         try:
             if self.settings.cluster:
@@ -228,6 +229,7 @@ class Link:
         refused = (
             e.BusyLoadingError, e.ReadOnlyError, e.OutOfMemoryError, e.TryAgainError,
             e.ClusterDownError, e.MasterDownError, e.AuthenticationError, e.NoPermissionError,
+            e.ClusterCrossSlotError,
         )  # fmt: skip
         if isinstance(exc, refused):
             return True

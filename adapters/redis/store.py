@@ -282,7 +282,8 @@ class RedisStore(Store):
         job = ops[0].key.job
         what = f"commit of {len(ops)} op(s) for {job}"
         base = self._base(job)
-        keys = [base + "clock", self._jobs_key]
+        # the jobs hash is another slot: on a cluster its place holds the clock again
+        keys = [base + "clock", base + "clock" if self.settings.cluster else self._jobs_key]
         args: list[Any] = [secrets.token_hex(4), job, "0", len(ops)]
         creates = False
         for index, op in enumerate(ops):
