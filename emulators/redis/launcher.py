@@ -41,9 +41,9 @@ def ping(host: str, port: int, timeout: float = 0.5) -> bool:
 
 @dataclass
 class RedisServer:
-    """One ``redis-server`` on ``127.0.0.1``. ``appendonly``: keep an append-only file (fsync
-    every write) in the temporary directory, so :meth:`restart` keeps the data; without it a
-    restart empties the server. ``cluster``: start as a cluster node (see :class:`RedisCluster`).
+    """One ``redis-server`` on ``127.0.0.1``. ``appendonly``: keep an append-only file in the
+    temporary directory (flushed at a stop by SIGTERM), so a :meth:`restart` keeps the data;
+    without it a restart empties the server. ``cluster``: start as a cluster node (see :class:`RedisCluster`).
     """
 
     port: int = 0
@@ -78,7 +78,7 @@ class RedisServer:
             "--logfile", "",
         ]  # fmt: skip
         if self.appendonly:
-            argv += ["--appendonly", "yes", "--appendfsync", "always"]
+            argv += ["--appendonly", "yes", "--appendfsync", "everysec"]
         else:
             argv += ["--appendonly", "no"]
         if self.cluster:

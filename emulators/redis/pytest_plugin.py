@@ -3,7 +3,8 @@
 Enable with ``pytest_plugins = ["cronwarden.emulators.redis.pytest_plugin"]``.
 
 * ``redis_server`` (session): a private ``redis-server`` on a free loopback port, with its files
-  in a temporary directory, stopped by pid at the end. Without ``redis-server`` installed the
+  (an append-only file: a restart keeps the data) in a temporary directory, stopped by pid at
+  the end. Without ``redis-server`` installed the
   test is skipped on a developer's machine and **fails** where ``$CI`` is set: a CI machine
   without it must not pass by skipping.
 * ``redis_url`` (session): its URL.
@@ -35,7 +36,7 @@ def _require() -> None:
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     _require()
-    server = RedisServer().start()
+    server = RedisServer(appendonly=True).start()
     try:
         yield server
     finally:
