@@ -266,3 +266,15 @@ def test_a_flushed_script_cache_is_reloaded_and_counted(
     store.commit([Create(Key(RUN, "billing", "b"), {})])
     assert store.round_trips - before == 2  # NOSCRIPT, then the script itself
     assert [r.key.id for r in store.query(RUN, "billing")] == ["a", "b"]
+
+
+def test_wait_without_the_replicas_asked_for_is_outcome_unknown(
+    make_store: Callable[..., RedisStore],
+) -> None:
+    store = make_store(wait_replicas=1, wait_timeout=0.2)  # the test server has no replica
+    with pytest.raises(CommitOutcomeUnknown, match="0 of 1 replica"):
+        store.commit([Create(Key(RUN, "billing", "w"), {"a": 1})])
+    record = store.get(Key(RUN, "billing", "w"))  # applied on the primary: read back
+    assert record is not None and record.data == {"a": 1}
+    with pytest.raises(CommitConflict):  # a conflict is still a conflict, WAIT or not
+        store.commit([Create(Key(RUN, "billing", "w"), {"a": 2})])
