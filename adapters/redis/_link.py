@@ -111,7 +111,7 @@ class Link:
         except (OSError, ValueError) as exc:
             raise StoreUnavailable(self._where(f"cannot connect: {_text(exc)}")) from exc
 
-    def node(self, route: str | None) -> tuple[str, redis.Redis]:
+    def node(self, route: str | bytes | None) -> tuple[str, redis.Redis]:
         """``(node name, client)`` of the master that owns ``route``'s slot (standalone: the
         one server; ``route`` ``None``: any master)."""
         client = self.client()
@@ -141,7 +141,9 @@ class Link:
 
     # -- requests ----------------------------------------------------------------------------
 
-    def call(self, route: str | None, commands: Sequence[Sequence[Any]], *, what: str) -> list[Any]:
+    def call(
+        self, route: str | bytes | None, commands: Sequence[Sequence[Any]], *, what: str
+    ) -> list[Any]:
         """Send ``commands`` pipelined in one write to the node owning ``route``'s slot and read
         every reply. An error reply is returned in its place (a ``redis.ResponseError``), not
         raised; see the module docstring for what is raised."""
@@ -194,7 +196,7 @@ class Link:
             pool.release(connection)
 
     def run(
-        self, script: Script, keys: Sequence[str], args: Sequence[Any], *, what: str,
+        self, script: Script, keys: Sequence[str | bytes], args: Sequence[Any], *, what: str,
         then: Sequence[Sequence[Any]] = (),
     ) -> Any:  # fmt: skip
         """Run ``script`` on the node owning ``keys[0]`` (``EVALSHA``, or ``EVAL`` where it is
