@@ -291,12 +291,11 @@ class RedisStore(Store):
             keys += [f"{base}r:{k.kind}:{k.id}", f"{base}x:{k.kind}", f"{base}e:{k.kind}"]
             args += _encode(index, op)
             creates = creates or isinstance(op, Create | Merge)
-        register = creates and job not in self._registered
         then: list[list[Any]] = []
-        if register and self.settings.cluster:
+        if creates and not self.settings.cluster:
+            args[2] = "1"  # in the same script: free, and it heals a jobs hash a failover lost
+        elif creates and job not in self._registered:
             self._register_cluster(job)
-        elif register:
-            args[2] = "1"
         args.append(tag(job))
         if self.settings.wait_replicas:
             then.append(
@@ -335,13 +334,11 @@ class RedisStore(Store):
                 f"Redis store: Merge of {k.kind} {k.job}/{k.id}: field {name!r} holds a value "
                 "that is not an integer, so it cannot be added to or raised; nothing applied"
             )
-        if register and not self.settings.cluster:
-            with self._registered_lock:
-                self._registered.add(job)
         return [v.decode() if v else None for v in reply[1:]]
 
     def _register_cluster(self, job: str) -> None:
-        """On a cluster, the jobs hash is in another slot: written before the commit."""
+        """On a cluster, the jobs hash is in another slot: written before the first commit of
+        ``job`` in this process that creates records (a request of its own, counted)."""
         what = f"register job {job}"
         self._round_trip("read")
         try:
