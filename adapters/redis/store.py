@@ -439,6 +439,12 @@ def _encode(index: int, op: Op) -> list[Any]:
             kind, fields = "u", dict(op.data)
     elif isinstance(op, Merge):
         kind, fields, incs, maxs = "m", dict(op.fields), dict(op.increments), dict(op.maximums)
+        for name, amount in (*incs.items(), *maxs.items()):
+            if not -(2**63) <= amount < 2**63:
+                raise ContentRefused(
+                    f"Redis store: Merge of {k.kind} {k.job}/{k.id}: counter {name!r} = {amount} "
+                    "is past Redis's 64-bit integers; nothing was sent"
+                )
     else:  # pragma: no cover
         raise TypeError(f"unknown op {op!r}")
     out: list[Any] = [kind, k.id, version, _expiry_ms(fields.get("expire_at"))]

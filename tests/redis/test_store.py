@@ -115,6 +115,8 @@ def test_large_integers_and_floats_are_kept_exactly(make_store: Callable[..., Re
     record = store.get(STATUS_KEY)
     assert record is not None
     assert record.data == {"f": 0.1 + 0.2, "m": big, "i": big + 2}
+    with pytest.raises(ContentRefused, match="64-bit"):
+        store.commit([Merge(STATUS_KEY, {}, increments={"i": 2**64})])
 
 
 def test_expired_records_are_gone_and_leave_the_index(
