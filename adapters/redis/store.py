@@ -173,7 +173,21 @@ return out
 """
 )
 
+#: A query answers three bulk strings per record (id, version, the data as one JSON object
+#: assembled from the stored JSON texts of its fields) instead of the hash's pairs: a tenth of
+#: the reply elements for redis-py to parse and one JSON decode per record in Python (the
+#: watcher's query of every job status). Field names are text the client wrote, so cjson's
+#: string encoding (escapes, UTF-8 bytes kept) is exact.
 _QUERY_BODY = """
+local function record(fields)
+  local parts, version = {}, ''
+  for i = 1, #fields, 2 do
+    local name = fields[i]
+    if name == 'v' then version = fields[i + 1]
+    else parts[#parts + 1] = cjson.encode(string.sub(name, 2)) .. ':' .. fields[i + 1] end
+  end
+  return version, '{' .. table.concat(parts, ',') .. '}'
+end
 local function range(idx, rec, lo, hi, limit, out)
   local offset, found = 0, 0
   while true do
@@ -187,7 +201,11 @@ local function range(idx, rec, lo, hi, limit, out)
     for _, id in ipairs(ids) do
       local fields = redis.call('HGETALL', rec .. id)
       if #fields == 0 then stale[#stale + 1] = id
-      else out[#out + 1] = id; out[#out + 1] = fields; found = found + 1 end
+      else
+        local version, data = record(fields)
+        out[#out + 1] = id; out[#out + 1] = version; out[#out + 1] = data
+        found = found + 1
+      end
     end
     if #stale > 0 then
       redis.call('ZREM', idx, unpack(stale))
@@ -507,4 +525,12 @@ def _record(key: Key, fields: list[bytes] | dict[bytes, bytes]) -> Record:
 
 
 def _records(kind: str, job: str, rows: list[Any]) -> list[Record]:
-    return [_record(Key(kind, job, rows[i].decode()), rows[i + 1]) for i in range(0, len(rows), 2)]
+    """Records from a query script's rows: id, version, data (one JSON object) per record."""
+    return [
+        Record(
+            Key(kind, job, rows[i].decode()),
+            decode_json(rows[i + 2].decode()),
+            rows[i + 1].decode(),
+        )
+        for i in range(0, len(rows), 3)
+    ]

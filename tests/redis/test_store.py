@@ -280,3 +280,14 @@ def test_wait_without_the_replicas_asked_for_is_outcome_unknown(
     assert record is not None and record.data == {"a": 1}
     with pytest.raises(CommitConflict):  # a conflict is still a conflict, WAIT or not
         store.commit([Create(Key(RUN, "billing", "w"), {"a": 2})])
+
+
+def test_query_returns_field_names_exactly(make_store: Callable[..., RedisStore]) -> None:
+    store = make_store()
+    data = {'"q"': 1, "a/b": [1, {"x": None}], "ü ✓": "é", "\n\t\x01": 0.5, "\\": True, "": {}}
+    store.commit([Create(Key(RUN, "billing", "w"), data), Merge(STATUS_KEY, data)])
+    (run,) = store.query(RUN, "billing")
+    (status,) = store.query(STATUS)
+    got = store.get(Key(RUN, "billing", "w"))
+    assert run.data == status.data == data
+    assert got is not None and got.version == run.version
