@@ -43,7 +43,8 @@ def ping(host: str, port: int, timeout: float = 0.5) -> bool:
 class RedisServer:
     """One ``redis-server`` on ``127.0.0.1``. ``appendonly``: keep an append-only file in the
     temporary directory (flushed at a stop by SIGTERM), so a :meth:`restart` keeps the data;
-    without it a restart empties the server. ``cluster``: start as a cluster node (see :class:`RedisCluster`).
+    without it a restart empties the server. ``cluster``: start as a cluster node (see
+    :class:`RedisCluster`).
     """
 
     port: int = 0
