@@ -15,6 +15,8 @@
 ``CRONWARDEN_REDIS_WAIT_REPLICAS``     replicas every commit waits for (``WAIT``) before it counts
                                        as done (0: none; 0..10). See docs/redis.md
 ``CRONWARDEN_REDIS_WAIT_TIMEOUT``      seconds ``WAIT`` waits (1; 0.01..60)
+``CRONWARDEN_REDIS_MIN_RETENTION``     seconds a record is kept at least after a write, whatever
+                                       its ``expire_at`` (86400; 1..2592000)
 =====================================  ===========================================================
 
 This module imports nothing but the standard library and the core: reading settings never loads
@@ -62,6 +64,7 @@ class RedisSettings:
     dedup_window: float = field(default=600.0, metadata=_bounded("DEDUP_WINDOW", 1, 604800))
     wait_replicas: int = field(default=0, metadata=_bounded("WAIT_REPLICAS", 0, 10))
     wait_timeout: float = field(default=1.0, metadata=_bounded("WAIT_TIMEOUT", 0.01, 60))
+    min_retention: float = field(default=86400.0, metadata=_bounded("MIN_RETENTION", 1, 30 * 86400))
 
     def __post_init__(self) -> None:
         if not self.url or not self.url.strip():

@@ -35,7 +35,11 @@ is deleted) and a random part drawn per commit, so a version never repeats for a
 a failover loses the last writes and the counter goes back (docs/redis.md).
 
 **Retention by TTL.** A record whose data holds ``expire_at`` (ISO text with an offset) gets
-``PEXPIREAT`` at that instant: Redis drops it by itself. Its id stays in the job's index until a
+``PEXPIREAT`` at that instant, or ``min_retention`` after the write if that is later: Redis
+drops it by itself. ``expire_at`` says "may be deleted after", as on the other stores (a
+DynamoDB TTL or the Postgres sweep acts minutes to hours late); deleting a record the moment
+it is written, because the writer's clock put ``expire_at`` in the past, would drop a claim
+under its owner and let the window run again. Its id stays in the job's index until a
 later commit of that job and kind removes up to 100 expired ids, or a query meets it missing.
 
 **Errors** (see :mod:`._link`): not sent or refused before running: ``StoreUnavailable``; sent
@@ -92,7 +96,8 @@ _COMMIT = Script(
     + _LESS
     + """
 local nonce, job, register, nops = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
-local ops, a = {}, 5
+local keep = tonumber(ARGV[5])
+local ops, a = {}, 6
 for i = 1, nops do
   local op = {t = ARGV[a], id = ARGV[a + 1], v = ARGV[a + 2], e = ARGV[a + 3],
               key = KEYS[3 * i], idx = KEYS[3 * i + 1], exp = KEYS[3 * i + 2]}
@@ -153,8 +158,9 @@ for i, op in ipairs(ops) do
     redis.call('HSET', op.key, 'v', version)
     redis.call('ZADD', op.idx, 0, op.id)
     if op.e ~= '' then
-      redis.call('PEXPIREAT', op.key, op.e)
-      redis.call('ZADD', op.exp, op.e, op.id)
+      local at = string.format('%.0f', math.max(tonumber(op.e), now + keep))
+      redis.call('PEXPIREAT', op.key, at)
+      redis.call('ZADD', op.exp, at, op.id)
     elseif op.t ~= 'm' then
       redis.call('ZREM', op.exp, op.id)
     end
@@ -302,7 +308,8 @@ class RedisStore(Store):
         base = self._base(job)
         # the jobs hash is another slot: on a cluster its place holds the clock again
         keys = [base + "clock", base + "clock" if self.settings.cluster else self._jobs_key]
-        args: list[Any] = [secrets.token_hex(4), job, "0", len(ops)]
+        keep_ms = int(self.settings.min_retention * 1000)
+        args: list[Any] = [secrets.token_hex(4), job, "0", len(ops), keep_ms]
         creates = False
         for index, op in enumerate(ops):
             k = op.key

@@ -122,7 +122,7 @@ def test_large_integers_and_floats_are_kept_exactly(make_store: Callable[..., Re
 def test_expired_records_are_gone_and_leave_the_index(
     make_store: Callable[..., RedisStore], admin: Any, settings: RedisSettings
 ) -> None:
-    store = make_store()
+    store = make_store(min_retention=1)
     soon = (datetime.now(UTC) + timedelta(milliseconds=300)).isoformat()
     later = (datetime.now(UTC) + timedelta(days=30)).isoformat()
     store.commit(
@@ -291,3 +291,15 @@ def test_query_returns_field_names_exactly(make_store: Callable[..., RedisStore]
     got = store.get(Key(RUN, "billing", "w"))
     assert run.data == status.data == data
     assert got is not None and got.version == run.version
+
+
+def test_a_record_whose_expire_at_has_passed_is_still_kept_a_while(
+    make_store: Callable[..., RedisStore], admin: Any
+) -> None:
+    """A writer whose clock puts ``expire_at`` in the past must not lose its claim at once."""
+    store = make_store(min_retention=3600)
+    past = (datetime.now(UTC) - timedelta(days=300)).isoformat()
+    store.commit([Create(Key(RUN, "billing", "w"), {"expire_at": past, "state": "running"})])
+    ttl = admin.pttl(store.record_key(Key(RUN, "billing", "w")))
+    assert 3500_000 < ttl <= 3600_000
+    assert store.get(Key(RUN, "billing", "w")) is not None
