@@ -217,6 +217,7 @@ local function range(idx, rec, lo, hi, limit, out)
       redis.call('ZREM', idx, unpack(stale))
       offset = offset - #stale
     end
+    if #ids < want then return end
   end
 end
 """
