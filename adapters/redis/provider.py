@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,6 +14,10 @@ from ._link import EXTRA_HINT, Link
 from .queue import RedisQueue
 from .settings import RedisSettings
 from .store import RedisStore
+
+log = logging.getLogger("cronwarden.redis")
+#: the only policy under which Redis never deletes a key to make room
+SAFE_POLICY = "noeviction"
 
 
 class RedisProvider(Provider):
@@ -43,7 +48,35 @@ class RedisProvider(Provider):
     def store(self) -> RedisStore:
         if self._store is None:
             self._store = RedisStore(self.settings, link=self.link)
+            self.eviction_policy()
         return self._store
+
+    def eviction_policy(self) -> str | None:
+        """The server's ``maxmemory-policy``, read once when the store is first asked for, with
+        a warning unless it is ``noeviction``: under any other policy a full Redis deletes keys
+        to make room (``volatile-*``: keys with a TTL, which cronwarden's records have), and a
+        deleted claim is a window that can run twice. ``None`` when it cannot be read (a
+        managed service that disables ``CONFIG``, or Redis unreachable: the first operation
+        says so). Setup, not protocol: not a counted round trip."""
+        try:
+            (reply,) = self.link.call(
+                None, [["CONFIG", "GET", "maxmemory-policy"]], what="read maxmemory-policy"
+            )
+        except Exception:  # unreachable: the store's first real operation reports it
+            return None
+        if not isinstance(reply, list) or len(reply) < 2:
+            return None
+        policy = bytes(reply[1]).decode(errors="replace")
+        if policy != SAFE_POLICY:
+            log.warning(
+                "Redis %s has maxmemory-policy %s: when full it may evict cronwarden's records "
+                "(a lost claim lets a window run twice); set maxmemory-policy %s",
+                self.settings.display_url,
+                policy,
+                SAFE_POLICY,
+                extra={"event": "store.misconfigured"},
+            )
+        return policy
 
     def queue(self) -> RedisQueue:
         if self._queue is None:

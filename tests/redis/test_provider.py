@@ -148,3 +148,27 @@ def test_cli_on_an_unreachable_redis_fails_in_one_line_without_the_password(
     assert shown.returncode != 0
     assert SECRET not in shown.stdout + shown.stderr
     assert "Traceback" not in shown.stderr
+
+
+@pytest.mark.redis
+def test_an_evicting_server_is_warned_about(
+    redis_url: str, redis_prefix: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import redis
+
+    admin = redis.Redis.from_url(redis_url)
+    try:
+        provider = RedisProvider(RedisSettings(url=redis_url, prefix=redis_prefix))
+        provider.store()
+        assert provider.eviction_policy() == "noeviction"
+        assert "maxmemory-policy" not in caplog.text
+        provider.close()
+        admin.config_set("maxmemory-policy", "volatile-lru")
+        provider = RedisProvider(RedisSettings(url=redis_url, prefix=redis_prefix))
+        with caplog.at_level("WARNING", logger="cronwarden.redis"):
+            provider.store()
+        assert "maxmemory-policy volatile-lru" in caplog.text and "noeviction" in caplog.text
+        provider.close()
+    finally:
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.close()
