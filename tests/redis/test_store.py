@@ -303,3 +303,16 @@ def test_a_record_whose_expire_at_has_passed_is_still_kept_a_while(
     ttl = admin.pttl(store.record_key(Key(RUN, "billing", "w")))
     assert 3500_000 < ttl <= 3600_000
     assert store.get(Key(RUN, "billing", "w")) is not None
+
+
+def test_prefix_and_range_follow_code_point_order(make_store: Callable[..., RedisStore]) -> None:
+    store = make_store()
+    ids = ["a", "a/", "a/z", "a/ü", "a/\U0010ffff", "a0", "b", "é"]
+    store.commit([Create(Key(ITEM, "billing", i), {"i": i}) for i in ids])
+    assert [r.key.id for r in store.query(ITEM, "billing")] == sorted(ids)
+    got = [r.key.id for r in store.query(ITEM, "billing", prefix="a/")]
+    assert got == sorted(i for i in ids if i.startswith("a/"))
+    got = [r.key.id for r in store.query(ITEM, "billing", start="a/z", end="é")]
+    assert got == sorted(i for i in ids if "a/z" <= i < "é")
+    assert store.query(ITEM, "billing", prefix="a/", start="b") == []
+    assert [r.key.id for r in store.query(ITEM, "billing", prefix="a/", limit=2)] == ["a/", "a/z"]
