@@ -30,6 +30,7 @@ from .stats import summary
 
 ITEMS = {"sqlite": 2000, "firestore": 500, "table": 500, "dynamodb": 500, "postgres": 2000}
 PER_ITEM = {"sqlite": 500, "firestore": 150, "table": 150, "dynamodb": 150, "postgres": 500}
+ITEMS["redis"], PER_ITEM["redis"] = 2000, 500
 REPEATS = 5
 
 
@@ -237,6 +238,32 @@ class _Postgres(_Native):
         self.conn.close()
 
 
+class _Redis(_Native):
+    """redis-py on its own client: a batch is one ``MULTI``/``EXEC`` pipeline of ``SET``s (one
+    round trip), create ``SET NX``, update ``SET XX``; each record one JSON string."""
+
+    def __init__(self, settings: Any) -> None:
+        import redis
+
+        self.client = redis.Redis.from_url(settings.url)
+        self.prefix = f"{settings.prefix}:raw{uuid.uuid4().hex[:6]}"
+
+    def batch(self, job: str, ops: list[tuple[str, dict[str, Any]]]) -> None:
+        pipe = self.client.pipeline(transaction=True)
+        for k, d in ops:
+            pipe.set(f"{self.prefix}:{{{job}}}:{k}", json.dumps(d, separators=(",", ":")))
+        pipe.execute()
+
+    def create(self, job: str, key: str, data: dict[str, Any]) -> None:
+        self.client.set(f"{self.prefix}:{{{job}}}:{key}", json.dumps(data), nx=True)
+
+    def update(self, job: str, key: str, data: dict[str, Any]) -> None:
+        self.client.set(f"{self.prefix}:{{{job}}}:{key}", json.dumps(data), xx=True)
+
+    def close(self) -> None:
+        self.client.close()
+
+
 def _native(name: str, store: Any, workdir: str) -> _Native:
     if name == "dynamodb":
         return _Dynamo(store)
@@ -245,6 +272,8 @@ def _native(name: str, store: Any, workdir: str) -> _Native:
     if name == "postgres":
         store.db.ensure_schema()  # the raw table lives in the store's schema
         return _Postgres(store.settings)
+    if name == "redis":
+        return _Redis(store.settings)
     if name == "firestore":
         return _Firestore(store.client)
     return _Table(store._table)
