@@ -12,7 +12,9 @@ the run over, the next ``ctx`` call raises :class:`~cronwarden.model.errors.Leas
 
 from __future__ import annotations
 
+import enum
 import json
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .ledger import (
     DONE_CODE,
+    FLUSH_EVERY,
     MAX_ITEM_KEY_CHARS,
     Ledger,
     LedgerItem,
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
     from .lease import Lease
 
 __all__ = [
+    "FLUSH_EVERY",
     "MAX_CHECKPOINT_BYTES",
     "MAX_ITEM_KEY_CHARS",
     "Ledger",
@@ -47,6 +51,15 @@ __all__ = [
 
 T = TypeVar("T")
 MAX_CHECKPOINT_BYTES = 32 * 1024
+
+
+class _Default(enum.Enum):
+    """The type of an argument left out (``None`` means something else there)."""
+
+    DEFAULT = enum.auto()
+
+
+_DEFAULT = _Default.DEFAULT
 
 
 @dataclass(frozen=True)
@@ -162,14 +175,22 @@ class RunContext:
         key: Callable[[T], Any] | str | None = None,
         fingerprint_of: Callable[[T], Any] | None = None,
         batch_size: int | None = None,
+        flush_every: float | _Default | None = _DEFAULT,
     ) -> Iterator[LedgerItem[T]]:
         """Iterate ``iterable`` with at-most-once per item, resuming across attempts.
 
         Items are claimed in batches (one fenced write marks a batch *pending* and the previous
-        one *done*); an item counts as done once the loop moves past it. Items done by an
-        earlier attempt are not yielded again. Items a dead owner left pending are *uncertain*:
-        yielded again with ``uncertain=True`` (default) or quarantined. Reusing a key with a
-        different value (by ``fingerprint_of``, default: the value itself) raises
+        one *done*); an item counts as done once the loop moves past it. Done marks are group
+        committed: once an item finishes and ``flush_every`` seconds (default
+        :attr:`Ledger.flush_every`, 5 ms) passed since the last ledger write, one fenced write
+        records the items done so far, before the next item starts. After a crash or a
+        takeover, at most the item in flight and the items done in the last ``flush_every``
+        are yielded again. ``flush_every=None``: done marks ride on the next batch's write only
+        (fewer writes; up to ``batch_size`` items re-run after a crash).
+
+        Items done by an earlier attempt are not yielded again. Items a dead owner left pending
+        are *uncertain*: yielded again with ``uncertain=True`` (default) or quarantined. Reusing
+        a key with a different value (by ``fingerprint_of``, default: the value itself) raises
         :class:`~cronwarden.model.errors.FingerprintMismatch`.
 
         ``key``: a function of the item, an attribute/dict-key name, or None for ``str(item)``.
@@ -178,11 +199,17 @@ class RunContext:
         size = min(batch_size or ledger.batch_size, ledger.batch_size)
         if size < 1:
             raise ValueError("batch_size must be at least 1")
+        every = ledger.flush_every if isinstance(flush_every, _Default) else flush_every
+        if every is not None and not every >= 0:
+            raise ValueError("flush_every must be a number of seconds >= 0, or None")
         key_of = key_function(key)
         iterator = iter(iterable)
         loop = ledger.open_loop()
         check = self._lease.check
         counters = self.counters
+        clock = time.monotonic
+        interval = math.inf if every is None else every
+        due = clock() + interval
         try:
             while batch := list(islice(iterator, size)):
                 check()
@@ -192,12 +219,17 @@ class RunContext:
                 # owed before the write: if it fails (or its outcome is unknown) they are released
                 loop.claimed, loop.started = claimed.slots, 0
                 self._mark()  # the new pages, carrying the marks owed (previous batch done)
+                due = clock() + interval
                 for (ready, _), (page, index) in zip(claimed.todo, claimed.slots, strict=True):
                     check()
                     loop.started += 1
                     yield ready
                     page.states[index] = DONE_CODE  # done: owed until a write carries it
                     counters["items_done"] = counters.get("items_done", 0) + 1
+                    if clock() >= due:
+                        check()  # a paused owner whose lease ran out writes nothing
+                        self._mark()  # group commit: the done marks owed so far
+                        due = clock() + interval
         finally:
             # break, an exception, a failed write: this loop's never-started items are released
             ledger.close_loop(loop)
