@@ -82,9 +82,11 @@ def main() -> None:
     store = open_store(args.store)
     try:
         result = Engine(JobSet([job]), store, settings).execute(RunRequest(JOB, W))
+        trips = store.round_trips
     finally:
         store.close()
-    print(json.dumps({"kind": result.kind.value, "reason": result.reason}), flush=True)
+    outcome = {"kind": result.kind.value, "reason": result.reason, "round_trips": trips}
+    print(json.dumps(outcome), flush=True)
 
 
 if __name__ == "__main__":
