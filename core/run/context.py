@@ -181,12 +181,13 @@ class RunContext:
 
         Items are claimed in batches (one fenced write marks a batch *pending* and the previous
         one *done*); an item counts as done once the loop moves past it. Done marks are group
-        committed: once an item finishes and ``flush_every`` seconds (default
-        :attr:`Ledger.flush_every`, 5 ms) passed since the last ledger write, one fenced write
-        records the items done so far, before the next item starts. After a crash or a
-        takeover, at most the item in flight and the items done in the last ``flush_every``
-        are yielded again. ``flush_every=None``: done marks ride on the next batch's write only
-        (fewer writes; up to ``batch_size`` items re-run after a crash).
+        committed: once the items finished since the last ledger write took ``flush_every``
+        seconds (default :attr:`Ledger.flush_every`, 5 ms) not counting the longest of them,
+        one fenced write records the items done so far, before the next item starts. After a
+        crash or a takeover, at most the item in flight, the longest item finished since the
+        last write and items taking under ``flush_every`` in all are yielded again (items of
+        5 ms or more: at most 2). ``flush_every=None``: done marks ride on the next batch's
+        write only (fewer writes; up to ``batch_size`` items re-run after a crash).
 
         Items done by an earlier attempt are not yielded again. Items a dead owner left pending
         are *uncertain*: yielded again with ``uncertain=True`` (default) or quarantined. Reusing
@@ -200,8 +201,10 @@ class RunContext:
         if size < 1:
             raise ValueError("batch_size must be at least 1")
         every = ledger.flush_every if isinstance(flush_every, _Default) else flush_every
-        if every is not None and not every >= 0:
-            raise ValueError("flush_every must be a number of seconds >= 0, or None")
+        if every is not None and (
+            isinstance(every, bool) or not isinstance(every, int | float) or not every >= 0
+        ):
+            raise ValueError(f"flush_every must be seconds >= 0 or None, not {every!r}")
         key_of = key_function(key)
         iterator = iter(iterable)
         loop = ledger.open_loop()
@@ -209,7 +212,10 @@ class RunContext:
         counters = self.counters
         clock = time.monotonic
         interval = math.inf if every is None else every
-        due = clock() + interval
+        # since the last ledger write: when it was acknowledged, the last item's end, the longest
+        # gap between two item ends (the group commit below)
+        since = last = clock()
+        longest = 0.0
         try:
             while batch := list(islice(iterator, size)):
                 check()
@@ -219,17 +225,26 @@ class RunContext:
                 # owed before the write: if it fails (or its outcome is unknown) they are released
                 loop.claimed, loop.started = claimed.slots, 0
                 self._mark()  # the new pages, carrying the marks owed (previous batch done)
-                due = clock() + interval
+                since = last = clock()
+                longest = 0.0
                 for (ready, _), (page, index) in zip(claimed.todo, claimed.slots, strict=True):
                     check()
                     loop.started += 1
                     yield ready
                     page.states[index] = DONE_CODE  # done: owed until a write carries it
                     counters["items_done"] = counters.get("items_done", 0) + 1
-                    if clock() >= due:
+                    now = clock()
+                    if now - last > longest:
+                        longest = now - last
+                    last = now
+                    # group commit once the items ended since the last write took `interval`
+                    # besides the longest of them: one stall alone (a slow item, the process
+                    # descheduled) costs no write, so a batch of quick items stays one write
+                    if now - since - longest >= interval:
                         check()  # a paused owner whose lease ran out writes nothing
                         self._mark()  # group commit: the done marks owed so far
-                        due = clock() + interval
+                        since = last = clock()
+                        longest = 0.0
         finally:
             # break, an exception, a failed write: this loop's never-started items are released
             ledger.close_loop(loop)

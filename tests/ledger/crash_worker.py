@@ -3,8 +3,9 @@
     python -m tests.ledger.crash_worker --store sqlite:PATH | postgres:DSN#SCHEMA \\
         --effects fx.jsonl --items N [--effect-ms 5] [--flush-every S|none] [--batch-size B]
 
-Each item's side effect takes ``--effect-ms`` and then appends one JSON line to ``--effects``
-(``O_APPEND``: a line is whole or absent after a SIGKILL) with the item's key, idempotency key,
+Each item's side effect first appends one JSON line to ``--effects`` (``O_APPEND``: a line is
+whole or absent after a SIGKILL; the side effect counts as happened from there, like a request
+sent) and then takes ``--effect-ms``. The line holds the item's key, idempotency key,
 ``uncertain`` flag and the owner's pid. The run's outcome is printed as one JSON line on stdout.
 The lease is short (max runtime 2 s + margin 0.5 s) so that a restart can take a dead owner's
 run over within seconds.
@@ -66,8 +67,7 @@ def main() -> None:
 
     def handler(ctx: RunContext) -> None:
         for item in ctx.items([f"i{n:03d}" for n in range(args.items)], **options):
-            time.sleep(args.effect_ms / 1000)  # the side effect's duration (the workload)
-            append(
+            append(  # the side effect has happened once it started (a request sent)
                 args.effects,
                 {
                     "key": item.key,
@@ -76,6 +76,7 @@ def main() -> None:
                     "pid": os.getpid(),
                 },
             )
+            time.sleep(args.effect_ms / 1000)  # the rest of its duration (the workload)
 
     job = cronwarden.job(JOB, cron="0 * * * *", max_runtime="2s")(handler)
     settings = EngineSettings(batch_size=args.batch_size, lease_margin=timedelta(seconds=0.5))
