@@ -53,6 +53,11 @@ T = TypeVar("T")
 MAX_CHECKPOINT_BYTES = 32 * 1024
 
 
+#: seconds an item takes from which its done mark is written on its own (with the default
+#: ``flush_every``; 50 times a larger one), not waiting for a second item
+_LONG_ITEM = 0.25
+
+
 class _Default(enum.Enum):
     """The type of an argument left out (``None`` means something else there)."""
 
@@ -183,11 +188,13 @@ class RunContext:
         one *done*); an item counts as done once the loop moves past it. Done marks are group
         committed: once the items finished since the last ledger write took ``flush_every``
         seconds (default :attr:`Ledger.flush_every`, 5 ms) not counting the longest of them,
-        one fenced write records the items done so far, before the next item starts. After a
+        one fenced write records the items done so far, before the next item starts; an item
+        of 250 ms or more (50 ``flush_every`` when that is longer) is written at once. After a
         crash or a takeover, at most the item in flight, the longest item finished since the
         last write and items taking under ``flush_every`` in all are yielded again (items of
-        5 ms or more: at most 2). ``flush_every=None``: done marks ride on the next batch's
-        write only (fewer writes; up to ``batch_size`` items re-run after a crash).
+        5 ms or more: at most 2; of 250 ms or more: the one in flight). ``flush_every=None``:
+        done marks ride on the next batch's write only (fewer writes; up to ``batch_size`` items
+        re-run after a crash).
 
         Items done by an earlier attempt are not yielded again. Items a dead owner left pending
         are *uncertain*: yielded again with ``uncertain=True`` (default) or quarantined. Reusing
@@ -212,6 +219,7 @@ class RunContext:
         counters = self.counters
         clock = time.monotonic
         interval = math.inf if every is None else every
+        alone = max(_LONG_ITEM, 50 * interval)  #: an item this long is flushed on its own
         # since the last ledger write: when it was acknowledged, the last item's end, the longest
         # gap between two item ends (the group commit below)
         since = last = clock()
@@ -238,9 +246,10 @@ class RunContext:
                         longest = now - last
                     last = now
                     # group commit once the items ended since the last write took `interval`
-                    # besides the longest of them: one stall alone (a slow item, the process
-                    # descheduled) costs no write, so a batch of quick items stays one write
-                    if now - since - longest >= interval:
+                    # besides the longest of them: one short stall alone (a slow item, the
+                    # process descheduled) costs no write, so a batch of quick items stays one
+                    # write; a long item is written at once (its redo would cost the most)
+                    if now - since - longest >= interval or longest >= alone:
                         check()  # a paused owner whose lease ran out writes nothing
                         self._mark()  # group commit: the done marks owed so far
                         since = last = clock()
