@@ -48,10 +48,10 @@ def encode_page_fields(key: Key, fields: Mapping[str, Any]) -> dict[str, dict[st
     for item_key, fp in zip(keys, fps, strict=True):
         if type(fp) is not str or len(fp) != 32 or not _HEX.issuperset(fp):
             return {}
-        if fp == fingerprint(item_key):
+        if _int_text(item_key) and fp == fingerprint(int(item_key)):
+            entries.append(_INT)  # the usual case of ints keyed by str(): one digest
+        elif fp == fingerprint(item_key):
             entries.append(_TEXT)
-        elif _int_text(item_key) and fp == fingerprint(int(item_key)):
-            entries.append(_INT)
         else:
             entries.append(_RAW)
             entries += bytes.fromhex(fp)

@@ -55,6 +55,7 @@ def _item_bytes(store: Store, seq: int) -> int:
 CASES = {
     "own ints": ([str(n) for n in range(100)], [fingerprint(n) for n in range(100)]),
     "own texts": ([f"k{n}" for n in range(100)], [fingerprint(f"k{n}") for n in range(100)]),
+    "digits as text": ([str(n) for n in range(10)], [fingerprint(str(n)) for n in range(10)]),
     "other values": (
         [f"c{n}" for n in range(100)],
         [fingerprint({"id": n, "mail": f"{n}@x"}) for n in range(100)],
