@@ -10,7 +10,8 @@ as GSIs are).
 Item attributes: ``pk``, ``sk``, ``k``, ``jk``, ``v`` (the version: a random token written by
 every put or update, so versions never repeat while a key exists), ``ttl`` (epoch seconds
 derived from the record's ``expire_at``: the table's TTL attribute), and one attribute per data
-field, named ``f.<field>``. An ``int`` field is a DynamoDB number (so ``ADD`` can increment
+field, named ``f.<field>`` (a ledger page's ``keys`` and ``fps`` are compact binary attributes:
+:mod:`._pages`). An ``int`` field is a DynamoDB number (so ``ADD`` can increment
 it); every other value is its JSON text (exact round trips of floats, bools, ``None``, lists,
 maps and very large integers).
 
@@ -60,6 +61,7 @@ from cronwarden.model.ports import (
 from cronwarden.model.text import has_surrogate, storable
 
 from ._clients import client
+from ._pages import decode_page_fields, encode_page_fields
 from .errors import error_code, store_error
 from .settings import AwsSettings
 
@@ -471,8 +473,9 @@ def _holds_surrogate(op: Op) -> bool:
 
 def _full_item(key: Key, data: Mapping[str, Any], version: str) -> dict[str, Any]:
     item = {**_key(key), **_index_attributes(key), "v": {"S": version}}
+    compact = encode_page_fields(key, data)
     for name, value in data.items():
-        item[FIELD_PREFIX + name] = encode(value)
+        item[FIELD_PREFIX + name] = compact.get(name) or encode(value)
     ttl = _ttl(data.get("expire_at"))
     if ttl is not None:
         item["ttl"] = ttl
@@ -499,9 +502,10 @@ def _merge_update(
             value = existing.get(name)
             fields[name] = (value if isinstance(value, int) else 0) + amount
         increments = {}
+    compact = encode_page_fields(op.key, fields)
     for n, (name, value) in enumerate(fields.items()):
         names[f"#f{n}"] = FIELD_PREFIX + name
-        values[f":f{n}"] = encode(value)
+        values[f":f{n}"] = compact.get(name) or encode(value)
         sets.append(f"#f{n} = :f{n}")
     for n, (name, amount) in enumerate(increments.items()):
         names[f"#i{n}"] = FIELD_PREFIX + name
@@ -529,6 +533,19 @@ def _merge_update(
 
 
 def _data(item: Mapping[str, Any]) -> dict[str, Any]:
+    keys = item.get(FIELD_PREFIX + "keys")
+    if keys is not None and "B" in keys:  # a ledger page's compact fields
+        fps = item.get(FIELD_PREFIX + "fps")
+        data = decode_page_fields(bytes(keys["B"]), None if fps is None else bytes(fps["B"]))
+        skip = {FIELD_PREFIX + name for name in data}
+        return {
+            **{
+                name[len(FIELD_PREFIX) :]: decode(value)
+                for name, value in item.items()
+                if name.startswith(FIELD_PREFIX) and name not in skip
+            },
+            **data,
+        }
     return {
         name[len(FIELD_PREFIX) :]: decode(value)
         for name, value in item.items()

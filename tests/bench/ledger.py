@@ -372,3 +372,84 @@ def measure(emulators: Emulators, stores: list[str], repeats: int = REPEATS) -> 
             **{key: value["median"] for key, value in ratios.items()},
         }
     return results
+
+
+# -- crash redo: the price of batching after a SIGKILL -----------------------------------------
+#: (flush_every, batch_size) settings compared by :func:`crash_redo` ("default": the ledger's)
+REDO_SETTINGS = [("default", 100), ("0.05", 100), ("none", 100), ("none", 10), ("none", 1)]
+
+
+def crash_redo(spec: str, workdir: str, seeds: int = 5, items: int = 100) -> list[dict[str, Any]]:
+    """Per setting: side effects repeated after a SIGKILL at a random item of ``items`` items
+    of 5 ms (one owner process per attempt, ``tests.ledger.crash_worker``; the restart takes the
+    run over once the dead owner's lease ran out), and the round trips of an uninterrupted run.
+    ``spec``: ``sqlite:DIR`` (a fresh file per trial) or ``postgres:DSN`` (a fresh schema)."""
+    import os
+    import random
+    import signal
+    from pathlib import Path
+
+    from tests.ledger import test_crash_redo as trial
+
+    def fresh() -> str:
+        if spec.startswith("sqlite:"):
+            return f"sqlite:{os.path.join(workdir, uuid.uuid4().hex[:8])}.db"
+        return f"{spec}#cw_redo_{uuid.uuid4().hex[:8]}"
+
+    trial.ITEMS = items
+    found = []
+    for flush, batch in REDO_SETTINGS:
+        extra = ["--items", str(items), "--flush-every", flush, "--batch-size", str(batch)]
+        repeated = []
+        for seed in range(seeds):
+            store, effects = fresh(), Path(workdir) / f"fx-{uuid.uuid4().hex[:8]}.jsonl"
+            owners = [trial.Owner(store, effects, *extra)]
+            try:
+                rng = random.Random(seed)
+                kill_at = rng.randint(2, items - 10)
+                trial.poll(lambda e=effects, k=kill_at: len(trial.read_effects(e)) >= k)
+                time.sleep(rng.uniform(0, 0.006))  # a random point in the next item
+                owners[0].signal(signal.SIGKILL)
+                owners[0].proc.wait(timeout=10)
+                trial.restart_until_done(store, effects, owners)
+                lines = trial.read_effects(effects)
+                first = {e["key"] for e in lines if e["pid"] == owners[0].proc.pid}
+                again = [e for e in lines if e["pid"] != owners[0].proc.pid and e["key"] in first]
+                if not all(e["uncertain"] for e in again):
+                    raise RuntimeError(f"a repeated item was not flagged uncertain: {again}")
+                repeated.append(len(again))
+            finally:
+                for owner in owners:
+                    owner.close()
+        clean = trial.Owner(fresh(), Path(workdir) / f"fx-{uuid.uuid4().hex[:8]}.jsonl", *extra)
+        try:
+            trips = clean.outcome()["round_trips"]
+        finally:
+            clean.close()
+        found.append(
+            {
+                "flush_every": flush,
+                "batch_size": batch,
+                "repeated": repeated,
+                "round_trips": trips,
+            }
+        )
+    return found
+
+
+if __name__ == "__main__":  # python -m tests.bench.ledger [postgres]: the crash-redo table
+    import sys
+    import tempfile
+
+    where = tempfile.mkdtemp(prefix="cw-redo-")
+    if sys.argv[1:] == ["postgres"]:
+        from cronwarden.emulators.postgres import PostgresServer
+
+        server = PostgresServer().start()
+        try:
+            rows = crash_redo(f"postgres:{server.dsn}", where)
+        finally:
+            server.stop()
+    else:
+        rows = crash_redo("sqlite:", where)
+    print(json.dumps(rows, indent=1))
