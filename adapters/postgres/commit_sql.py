@@ -2,7 +2,7 @@
 
 ``commit_ops`` (:mod:`.schema`) is one statement on the wire, but a PL/pgSQL function: the
 server executes a statement per op, one for its loop and two per merge (``merge_data``), so a
-claim or a completion costs 5–7 executed statements. A commit of up to :data:`MAX_OPS` ops is
+claim or a completion costs 5 to 7 executed statements. A commit of up to :data:`MAX_OPS` ops is
 sent instead as one statement of data-modifying CTEs, one per op, that the server plans and
 runs as one (``pg_stat_statements`` counts 1)::
 
