@@ -1,0 +1,252 @@
+"""cronwarden beside its peers on one PostgreSQL server: ``python -m tests.bench.peers``.
+
+``nox -s peers`` installs the peers (DBOS, PgQueuer, procrastinate: benchmark-only, never
+cronwarden's dependencies) and runs this. One private PostgreSQL 15 server (the launcher the
+tests use, ``pg_stat_statements`` preloaded with ``track=all``, so statements that server-side
+functions run are counted too); per measurement a fresh database and a fresh process
+(:mod:`tests.bench.peer_runs`); rounds interleaved (the order rotates each round: load drifts
+on a shared machine); medians of ``--rounds`` (3). Reported per system: runs/s, statements
+executed per run (every statement of the measured part on that database, pollers included;
+set-up excluded), the machine's load averages before and after, and cronwarden ÷ peer.
+
+Writes the JSON (``--json``) and replaces the peer section of docs/benchmarks.md between its
+markers (``--markdown``; ``-`` prints it instead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from importlib import metadata
+from typing import Any
+
+from .peer_runs import SYSTEMS
+from .stats import summary
+
+RUNS = 200
+ROUNDS = 3
+START, END = "<!-- peers:start -->", "<!-- peers:end -->"
+PEER_PACKAGES = ("dbos", "pgqueuer", "procrastinate", "psycopg")
+SERVER_SETTINGS = {
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": "300",
+    "shared_buffers": "64MB",
+    "shared_preload_libraries": "pg_stat_statements",
+    "pg_stat_statements.track": "all",
+    "pg_stat_statements.max": "10000",
+}
+#: cronwarden ÷ peer: the issue's targets (see docs/benchmarks.md)
+TARGETS = {
+    ("cronwarden-queue", "dbos"): 1.0,
+    ("cronwarden-queue", "pgqueuer"): 0.5,
+    ("cronwarden-engine", "dbos"): 1.5,
+}
+
+
+def _sql(dsn: str, query: str, params: Any = None) -> list[tuple[Any, ...]]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.execute(query, params)
+        return cur.fetchall() if cur.description else []
+
+
+def _database_dsn(server_dsn: str, name: str) -> str:
+    return server_dsn.rsplit("/", 1)[0] + "/" + name
+
+
+def _available(system: str) -> str | None:
+    """Why ``system`` cannot run here, or None."""
+    package = {"dbos": "dbos", "pgqueuer": "pgqueuer", "procrastinate": "procrastinate"}
+    name = package.get(system)
+    if name is None:
+        return None
+    try:
+        metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return f"{name} is not installed (nox -s peers installs it)"
+    return None
+
+
+def _one(server_dsn: str, system: str, runs: int, tag: str) -> dict[str, Any]:
+    """One measurement: a fresh database, a fresh child process; the statements it executed
+    after set-up (``pg_stat_statements`` of that database, reset when the child is ready)."""
+    name = f"peer_{system.replace('-', '_')}_{tag}"
+    _sql(server_dsn, f'CREATE DATABASE "{name}"')
+    dsn = _database_dsn(server_dsn, name)
+    (oid,) = _sql(server_dsn, "SELECT oid FROM pg_database WHERE datname = %s", (name,))[0]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.bench.peer_runs", system, dsn, str(runs)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        line = child.stdout.readline()
+        if line.strip() != "ready":
+            raise RuntimeError(f"{system}: set-up failed (exit {child.wait(60)}): {line!r}")
+        _sql(server_dsn, "SELECT pg_stat_statements_reset(0, %s, 0)", (oid,))
+        load_before = os.getloadavg()
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        out = child.stdout.read()
+        code = child.wait(600)
+        if code != 0:
+            raise RuntimeError(f"{system}: exit {code}: {out[-500:]}")
+        result: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        (statements,) = _sql(
+            server_dsn,
+            "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements WHERE dbid = %s",
+            (oid,),
+        )[0]
+        top = _sql(
+            server_dsn,
+            "SELECT calls, toplevel, left(regexp_replace(query, '\\s+', ' ', 'g'), 160) "
+            "FROM pg_stat_statements WHERE dbid = %s ORDER BY calls DESC LIMIT 30",
+            (oid,),
+        )
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, 9)
+            child.wait(30)
+    if result["done"] != runs:
+        raise RuntimeError(f"{system}: {result['done']} of {runs} runs done")
+    result.update(
+        statements=int(statements),
+        top_statements=[
+            {"per_run": round(calls / runs, 2), "toplevel": toplevel, "query": query}
+            for calls, toplevel, query in top
+        ],
+        load_before=[round(x, 2) for x in load_before],
+        load_after=[round(x, 2) for x in os.getloadavg()],
+    )
+    _sql(server_dsn, f'DROP DATABASE "{name}" WITH (FORCE)')
+    return result
+
+
+def measure(systems: list[str], runs: int = RUNS, rounds: int = ROUNDS) -> dict[str, Any]:
+    from cronwarden.emulators.postgres import PostgresServer
+
+    skipped = {s: why for s in systems if (why := _available(s)) is not None}
+    wanted = [s for s in systems if s not in skipped]
+    samples: dict[str, list[dict[str, Any]]] = {s: [] for s in wanted}
+    with PostgresServer(settings=SERVER_SETTINGS) as server:
+        _sql(server.dsn, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        for r in range(rounds):
+            order = wanted[r % len(wanted) :] + wanted[: r % len(wanted)]
+            for system in order:
+                result = _one(server.dsn, system, runs, f"r{r}")
+                samples[system].append(result)
+                print(
+                    f"round {r + 1}: {system}: {runs / result['seconds']:.0f} runs/s, "
+                    f"{result['statements'] / runs:.1f} statements/run",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    table: dict[str, Any] = {}
+    for system, rows in samples.items():
+        table[system] = {
+            "runs_per_s": summary([runs / row["seconds"] for row in rows]),
+            "statements_per_run": summary([row["statements"] / runs for row in rows]),
+            "load_before": [row["load_before"] for row in rows],
+            "load_after": [row["load_after"] for row in rows],
+            "top_statements": rows[-1]["top_statements"],
+        }
+    ratios = {}
+    for (ours, peer), target in TARGETS.items():
+        if ours in table and peer in table:
+            got = table[ours]["runs_per_s"]["median"] / table[peer]["runs_per_s"]["median"]
+            ratios[f"{ours} / {peer}"] = {"ratio": round(got, 2), "target": target}
+    versions = {}
+    for package in ("cronwarden", *PEER_PACKAGES):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "not installed"
+    return {
+        "runs": runs,
+        "rounds": rounds,
+        "systems": table,
+        "ratios": ratios,
+        "skipped": skipped,
+        "versions": versions,
+        "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def render(results: dict[str, Any]) -> str:
+    lines = [
+        START,
+        f"Measured {results['measured_at']} by `nox -s peers` ({results['runs']} windows of a "
+        f"trivial job per run, medians of {results['rounds']} interleaved rounds, a fresh "
+        "database and process per run, one PostgreSQL 15 server; versions: "
+        + ", ".join(f"{k} {v}" for k, v in results["versions"].items())
+        + ").",
+        "",
+        "| system | runs/s (median, min-max) | statements executed per run "
+        "| load avg (1 min) before -> after |",
+        "|---|---|---|---|",
+    ]
+    for system, row in results["systems"].items():
+        rate, stmts = row["runs_per_s"], row["statements_per_run"]
+        loads = ", ".join(
+            f"{b[0]:.1f} -> {a[0]:.1f}"
+            for b, a in zip(row["load_before"], row["load_after"], strict=True)
+        )
+        lines.append(
+            f"| {system} | {rate['median']:.0f} ({rate['min']:.0f}-{rate['max']:.0f}) "
+            f"| {stmts['median']:.1f} | {loads} |"
+        )
+    if results["ratios"]:
+        lines += ["", "| cronwarden / peer | ratio | target |", "|---|---|---|"]
+        for name, row in results["ratios"].items():
+            mark = "met" if row["ratio"] >= row["target"] else "**not met**"
+            lines.append(f"| {name} | {row['ratio']:.2f}x | >= {row['target']}x ({mark}) |")
+    for system, why in results["skipped"].items():
+        lines.append(f"\n{system}: not measured: {why}")
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def _write_section(path: str, section: str) -> None:
+    with open(path) as handle:
+        text = handle.read()
+    if START in text and END in text:
+        head, _, rest = text.partition(START)
+        _, _, tail = rest.partition(END)
+        text = head + section + tail
+    else:
+        text = text.rstrip("\n") + "\n\n## Peers on one PostgreSQL server\n\n" + section + "\n"
+    with open(path, "w") as handle:
+        handle.write(text)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.peers")
+    parser.add_argument("--runs", type=int, default=RUNS)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--only", nargs="*", choices=SYSTEMS, default=list(SYSTEMS))
+    parser.add_argument("--json", default="bench-peers.json")
+    parser.add_argument("--markdown", default="docs/benchmarks.md")
+    args = parser.parse_args(argv)
+    results = measure(args.only, runs=args.runs, rounds=args.rounds)
+    with open(args.json, "w") as handle:
+        json.dump(results, handle, indent=2)
+    section = render(results)
+    if args.markdown == "-":
+        print(section)
+    else:
+        _write_section(args.markdown, section)
+        print(section)
+
+
+if __name__ == "__main__":
+    main()
