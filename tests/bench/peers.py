@@ -216,6 +216,29 @@ def render(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+PEERS_HEADING = "## Peers on one PostgreSQL server"
+
+
+def carried(path: str, rendered: str) -> str:
+    """``rendered`` (the rest of the bench's page) with the peer section of the page at
+    ``path`` kept, before the notes: ``nox -s bench`` does not measure the peers, and must not
+    erase what ``nox -s peers`` wrote."""
+    try:
+        with open(path) as handle:
+            text = handle.read()
+    except OSError:
+        return rendered
+    if START not in text or END not in text:
+        return rendered
+    start = text.index(START)
+    head = text.rfind(PEERS_HEADING, 0, start)
+    block = text[head if head >= 0 else start : text.index(END) + len(END)]
+    notes = rendered.find("## Notes")
+    if notes < 0:
+        return rendered.rstrip("\n") + "\n\n" + block + "\n"
+    return rendered[:notes] + block + "\n\n" + rendered[notes:]
+
+
 def _write_section(path: str, section: str) -> None:
     with open(path) as handle:
         text = handle.read()
@@ -224,7 +247,7 @@ def _write_section(path: str, section: str) -> None:
         _, _, tail = rest.partition(END)
         text = head + section + tail
     else:
-        text = text.rstrip("\n") + "\n\n## Peers on one PostgreSQL server\n\n" + section + "\n"
+        text = text.rstrip("\n") + f"\n\n{PEERS_HEADING}\n\n" + section + "\n"
     with open(path, "w") as handle:
         handle.write(text)
 
