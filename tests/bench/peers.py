@@ -16,10 +16,13 @@ markers (``--markdown``; ``-`` prints it instead).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from importlib import metadata
 from typing import Any
@@ -211,6 +214,146 @@ def double_fire(systems: list[str], runs: int = 50) -> dict[str, Any]:
     return out
 
 
+FAULT_SYSTEMS = ("cronwarden-queue", "dbos", "pgqueuer", "procrastinate")
+
+
+def _marks(path: str) -> list[tuple[str, int, float]]:
+    try:
+        with open(path) as handle:
+            rows = [line.split() for line in handle if line.strip()]
+    except OSError:
+        return []
+    return [(what, int(pid), float(at)) for what, pid, at in rows]
+
+
+def _wait_for(path: str, what: str, count: int, deadline: float) -> bool:
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if sum(1 for m in _marks(path) if m[0] == what) >= count:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _worker(system: str, dsn: str, role: str, marks: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.bench.peer_faults", system, dsn, role, marks],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGCONT)
+            os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+
+
+def _fault(server_dsn: str, system: str, fault: str) -> dict[str, Any]:
+    """One slow job of one window; its first worker is SIGKILLed (``kill``) or SIGSTOPped
+    (``pause``, resumed once a second worker ran it or gave up) in the middle of its run."""
+    from .peer_faults import DEADLINE
+
+    name = f"fault_{system.replace('-', '_')}_{fault}"
+    _sql(server_dsn, f'CREATE DATABASE "{name}"')
+    dsn = _database_dsn(server_dsn, name)
+    marks = os.path.join(tempfile.mkdtemp(prefix="cw-peer-faults-"), "marks")
+    first = _worker(system, dsn, "first", marks)
+    second: subprocess.Popen[bytes] | None = None
+    try:
+        if not _wait_for(marks, "start", 1, 60):
+            raise RuntimeError(f"{system}: the job never started")
+        hit = time.time()
+        os.killpg(first.pid, signal.SIGKILL if fault == "kill" else signal.SIGSTOP)
+        second = _worker(system, dsn, "second", marks)
+        ended = _wait_for(marks, "end", 1, DEADLINE + 10)
+        if fault == "pause":
+            os.killpg(first.pid, signal.SIGCONT)
+            started = sum(1 for m in _marks(marks) if m[0] == "start")
+            _wait_for(marks, "end", started, 15)  # the resumed owner finishes its run
+        second.wait(DEADLINE + 30)
+        first.wait(DEADLINE + 30) if fault == "pause" else None
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                _stop(proc)
+    rows = _marks(marks)
+    starts = [m for m in rows if m[0] == "start"]
+    ends = [m for m in rows if m[0] == "end"]
+    # a paused owner overlaps when another run started before the owner's run ended (it
+    # resumes and finishes its handler); a SIGKILLed owner cannot
+    owner_end = min((at for _, pid, at in ends if pid == first.pid), default=float("inf"))
+    others = [at for _, pid, at in starts if pid != first.pid]
+    overlap = fault == "pause" and any(at < owner_end for at in others)
+    _sql(server_dsn, f'DROP DATABASE "{name}" WITH (FORCE)')
+    return {
+        "runs_started": len(starts),
+        "runs_finished": len(ends),
+        "re_runs": max(0, len(starts) - 1),
+        "overlap": overlap,
+        "lost": 0 if ends else 1,
+        "recovered": ended,
+        "outcomes": sorted(m[0].removeprefix("outcome-") for m in rows if m[0][:8] == "outcome-"),
+        "recovered_after_s": round(starts[1][2] - hit, 1) if len(starts) > 1 else None,
+    }
+
+
+def faults(systems: list[str]) -> dict[str, Any]:
+    """SIGKILL and a paused owner, per system (see :mod:`tests.bench.peer_faults`)."""
+    from cronwarden.emulators.postgres import PostgresServer
+
+    out: dict[str, Any] = {}
+    with PostgresServer(settings=SERVER_SETTINGS) as server:
+        for system in systems:
+            if system not in FAULT_SYSTEMS or _available(system) is not None:
+                continue
+            for fault in ("kill", "pause"):
+                try:
+                    row = _fault(server.dsn, system, fault)
+                except Exception as exc:  # one peer's harness failing must not hide the rest
+                    row = {"error": f"{type(exc).__name__}: {exc}"}
+                out.setdefault(system, {})[fault] = row
+                print(f"{fault}: {system}: {row}", file=sys.stderr, flush=True)
+    return out
+
+
+def _render_faults(table: dict[str, Any]) -> list[str]:
+    if not table:
+        return []
+    lines = [
+        "",
+        "Faults: one job of one window that holds for 2 s; its worker process is SIGKILLed, "
+        "or SIGSTOPped and resumed once a second worker ran the job (or gave up after 30 s), "
+        "in the middle of the run; a second worker process starts at once.",
+        "",
+        "| system | fault | run again (after) | overlap | the resumed owner's result | lost |",
+        "|---|---|---|---|---|---|",
+    ]
+    for system, rows in table.items():
+        for fault, row in rows.items():
+            if "error" in row:
+                lines.append(f"| {system} | {fault} | not measured: {row['error']} | | | |")
+                continue
+            again = "no"
+            if row["re_runs"]:
+                again = f"{row['re_runs']} ({row['recovered_after_s']} s)"
+            outcomes = row.get("outcomes") or []
+            if system.startswith("cronwarden"):
+                stale = "refused (lease_lost)" if "lease_lost" in outcomes else "none"
+            else:
+                # the handler finished; whether the peer's store took its result: not checked
+                stale = (
+                    "handler finished (result not checked)" if row["runs_finished"] > 1 else "none"
+                )
+            lost = "no" if not row["lost"] else "yes (stays running: needs a stalled-jobs task)"
+            overlap = "yes" if row["overlap"] else "no"
+            lines.append(f"| {system} | {fault} | {again} | {overlap} | {stale} | {lost} |")
+    return lines
+
+
 def render(results: dict[str, Any]) -> str:
     lines = [
         START,
@@ -259,6 +402,7 @@ def render(results: dict[str, Any]) -> str:
         ]
         for system, row in double.items():
             lines.append(f"| {system} | {row['re_runs']} | {row['lost']} |")
+    lines += _render_faults(results.get("faults") or {})
     for system, why in results["skipped"].items():
         lines.append(f"\n{system}: not measured: {why}")
     lines.append(END)
@@ -306,13 +450,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=RUNS)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--only", nargs="*", choices=SYSTEMS, default=list(SYSTEMS))
-    parser.add_argument("--no-faults", action="store_true", help="skip the double-fire runs")
+    parser.add_argument(
+        "--no-faults", action="store_true", help="skip the double-fire, SIGKILL and pause runs"
+    )
     parser.add_argument("--json", default="bench-peers.json")
     parser.add_argument("--markdown", default="docs/benchmarks.md")
     args = parser.parse_args(argv)
     results = measure(args.only, runs=args.runs, rounds=args.rounds)
     if not args.no_faults:
         results["double_fire"] = double_fire(args.only)
+        results["faults"] = faults(args.only)
     with open(args.json, "w") as handle:
         json.dump(results, handle, indent=2)
     section = render(results)
