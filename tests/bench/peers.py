@@ -341,7 +341,9 @@ def _render_faults(table: dict[str, Any]) -> list[str]:
             if row["re_runs"]:
                 again = f"{row['re_runs']} ({row['recovered_after_s']} s)"
             outcomes = row.get("outcomes") or []
-            if system.startswith("cronwarden"):
+            if fault == "kill":
+                stale = "-"
+            elif system.startswith("cronwarden"):
                 stale = "refused (lease_lost)" if "lease_lost" in outcomes else "none"
             else:
                 # the handler finished; whether the peer's store took its result: not checked
