@@ -7,7 +7,10 @@ functions run are counted too); per measurement a fresh database and a fresh pro
 (:mod:`tests.bench.peer_runs`); rounds interleaved (the order rotates each round: load drifts
 on a shared machine); medians of ``--rounds`` (3). Reported per system: runs/s, statements
 executed per run (every statement of the measured part on that database, pollers included;
-set-up excluded), the machine's load averages before and after, and cronwarden ÷ peer.
+set-up excluded), the machine's load averages before and after, and cronwarden ÷ peer (per
+round, then the median). Then the faults (``--no-faults`` skips them): a late double fire of
+every window (:func:`double_fire`), and a SIGKILLed or SIGSTOPped owner in the middle of a run
+(:func:`faults`, workers in :mod:`tests.bench.peer_faults`).
 
 Writes the JSON (``--json``) and replaces the peer section of docs/benchmarks.md between its
 markers (``--markdown``; ``-`` prints it instead).
