@@ -7,9 +7,10 @@ not (duplicate, in progress, overlap policy, payload mismatch, contention).
 * **Fast path**: nothing exists yet (the common case): one commit creates the run record and
   the lock and merges the status. One round trip.
 * **Judging a conflict**: the fast path was refused, so the run record and the lock are read
-  and judged (:meth:`Claimer.judge`): a finished run is a duplicate; a live lease on this run
-  key is in progress; a live lock of another run key is an overlap, settled by the job's
-  policy; a different payload is rejected.
+  (the run record not, when the store returned it with the refusal: DynamoDB) and judged
+  (:meth:`Claimer.judge`): a finished run is a duplicate; a live lease on this run key is in
+  progress; a live lock of another run key is an overlap, settled by the job's policy; a
+  different payload is rejected.
 * **Takeover**: a run whose lease ran out (or that failed) is updated against the version read:
   new owner, fence + 1, attempt + 1. A concurrent claimer loses the compare-and-set, reads
   again and judges again, at most ``CLAIM_ROUNDS`` times.
@@ -156,6 +157,9 @@ class Claimer:
         payload_fp = fingerprint(request.payload)
 
         unknown: CommitOutcomeUnknown | None = None
+        #: the run record the last refused commit found, when the store returned it with the
+        #: refusal (no read needed); used once, by the next round
+        found_run: Record | None = None
         for round_no in range(CLAIM_ROUNDS):
             now = self.clock()
             lock = LockRecord(
@@ -174,7 +178,8 @@ class Claimer:
                 ops = [Create(run_k, run.to_data()), Create(lock_k, lock.to_data())]
                 opened = self._opened(recorded=1)
             else:
-                existing_run = self.store.get(run_k)
+                existing_run = found_run if found_run is not None else self.store.get(run_k)
+                found_run = None
                 # our owner token on it: a commit of ours whose reply was lost landed
                 adopted = self._landed(existing_run, lock_k, owner, ttl)
                 if adopted is not None:
@@ -212,7 +217,9 @@ class Claimer:
             ops.append(Merge(status_k, status_started(job.name, run, now), opened))
             try:
                 versions = self.store.commit(ops)
-            except CommitConflict:
+            except CommitConflict as conflict:
+                if conflict.index == 0 and conflict.reason == "exists":
+                    found_run = _found(conflict, run_k)
                 continue
             except CommitOutcomeUnknown as exc:
                 unknown = exc  # the next round reads it back
@@ -614,6 +621,12 @@ def _settled_by_run(record: Record | None, request: RunRequest, redrive: int) ->
     if run.state is RunState.EXCUSED:
         return _refire(request.reason) and not redrive
     return run.state in (RunState.SUCCEEDED, RunState.DEAD_LETTERED)
+
+
+def _found(conflict: CommitConflict, key: Key) -> Record | None:
+    """The record ``conflict`` says its refused create of ``key`` found, or None (then read)."""
+    found = conflict.found
+    return found if isinstance(found, Record) and found.key == key else None
 
 
 def _backoff(job: Job, attempt: int) -> float:
