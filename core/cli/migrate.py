@@ -86,6 +86,11 @@ def _side(name: str, label: str | None, env: Mapping[str, str]) -> tuple[Any, An
 @click.option("--from-label", help="Name of the source in marks (default: --from).")
 @click.option("--to-label", help="Name of the destination in marks (default: --to).")
 @click.option("--job", "names", multiple=True, help="Move only this job (repeatable).")
+@click.option(
+    "--prepare",
+    is_flag=True,
+    help="Only close the destination (before its schedulers start); the move comes later.",
+)
 @click.option("--dry-run", is_flag=True, help="Print what would move; write nothing.")
 @click.option("--verify", is_flag=True, help="Compare what moved; exit 1 on any difference.")
 @click.option(
@@ -104,6 +109,7 @@ def migrate(
     from_label: str | None,
     to_label: str | None,
     names: tuple[str, ...],
+    prepare: bool,
     dry_run: bool,
     verify: bool,
     wait: float,
@@ -117,8 +123,8 @@ def migrate(
     from ..ops.migrate_check import plan
     from ..ops.migrate_check import verify as check
 
-    if dry_run and verify:
-        raise Fail("--dry-run and --verify are two separate runs; give one")
+    if sum((prepare, dry_run, verify)) > 1:
+        raise Fail("--prepare, --dry-run and --verify are separate runs; give one")
     if wait < 0:
         raise Fail(f"--wait must be 0 or more seconds, got {wait}")
     configure()
@@ -150,6 +156,10 @@ def migrate(
                 return
             migration = Migration(chosen, src, dst, wait=timedelta(seconds=wait), say=click.echo)
             try:
+                if prepare:
+                    migration.prepare()
+                    click.echo(f"prepared: {dst.label} waits for the state of {len(chosen)} job(s)")
+                    return
                 report = migration.run()
             except MigrationError as exc:
                 click.echo(f"error: {exc}", err=True)

@@ -203,6 +203,18 @@ class Migration:
         self.say = say
 
     # -- the whole run ------------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Step 1 alone for every job: close the destination before its schedulers and workers
+        start, so that it runs nothing before the state is in."""
+        for job in self.jobs:
+            status = self.source.store.get(status_key_of(job.name))
+            moved = _mark(status, STATUS_MOVED)
+            if moved is not None and moved.get("done"):
+                self.say(f"{job.name}: moved already")
+                continue
+            self._close_destination(job, str(moved.get("id")) if moved else uuid.uuid4().hex[:12])
+            self.say(f"{job.name}: closed on {self.destination.label} until its state is in")
+
     def run(self) -> Report:
         report = Report()
         letters = letters_by_job(self.source.queue, (j.name for j in self.jobs))
