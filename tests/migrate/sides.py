@@ -47,3 +47,35 @@ def gcp_side(firestore: Any, pubsub: Any) -> SideSpec:
         return GcpProvider.from_env(env)
 
     return SideSpec("gcp", env, build)
+
+
+def azure_side(azurite: Any, table: str, servicebus: Any) -> SideSpec:
+    queue = servicebus.create_queue(
+        max_delivery_count=10, lock_duration=5.0, requires_duplicate_detection=True
+    )
+    env = {
+        "CRONWARDEN_AZURE_STORAGE_CONNECTION_STRING": azurite.connection_string,
+        "CRONWARDEN_AZURE_TABLE": table,
+        "CRONWARDEN_SERVICEBUS_CONNECTION": servicebus.connection_string,
+        "CRONWARDEN_SERVICEBUS_QUEUE": queue,
+    }
+
+    def build() -> Any:
+        from cronwarden.adapters.azure import AzureProvider
+        from cronwarden.adapters.azure.settings import AzureSettings
+
+        return AzureProvider(settings=AzureSettings.from_env(env))
+
+    return SideSpec("azure", env, build)
+
+
+def aws_side(moto: Any) -> SideSpec:
+    settings = moto.settings()
+    env = {**moto.env(), **settings.to_env()}
+
+    def build() -> Any:
+        from cronwarden.adapters.aws import AwsProvider
+
+        return AwsProvider(settings)
+
+    return SideSpec("aws", env, build)

@@ -36,7 +36,7 @@ from .harness import (
     runner,
     start_clock,
 )
-from .sides import gcp_side, local_side, postgres_side
+from .sides import aws_side, azure_side, gcp_side, local_side, postgres_side
 
 pytestmark = [pytest.mark.slow]
 JOBS = ("tick", "ledger", "poison", "held")
@@ -197,3 +197,33 @@ def test_local_to_gcp(
     pubsub_emulator: object,
 ) -> None:
     switch(tmp_path, monkeypatch, local_source, gcp_side(firestore_emulator, pubsub_emulator))
+
+
+def test_gcp_to_azure(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    firestore_emulator: object,
+    pubsub_emulator: object,
+    azurite: object,
+    azurite_table: str,
+    servicebus_emulator: object,
+) -> None:
+    source = gcp_side(firestore_emulator, pubsub_emulator)
+    target = azure_side(azurite, azurite_table, servicebus_emulator)
+    switch(tmp_path, monkeypatch, source, target)
+
+
+def test_azure_to_aws(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    azurite: object,
+    azurite_table: str,
+    servicebus_emulator: object,
+    moto_server: object,
+) -> None:
+    source = azure_side(azurite, azurite_table, servicebus_emulator)
+    switch(tmp_path, monkeypatch, source, aws_side(moto_server))
+
+
+def test_aws_to_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto_server: object) -> None:
+    switch(tmp_path, monkeypatch, aws_side(moto_server), local_side(tmp_path / "target", "local"))
