@@ -36,9 +36,12 @@ class JobCheck:
     differences: list[str] = field(default_factory=list)
 
 
-def plan(jobs: Sequence[Job], source: Side, destination: Side) -> list[str]:
-    """One line per job: what a migration would move, or that it moved it already."""
-    now = datetime.now(UTC)
+def plan(
+    jobs: Sequence[Job], source: Side, destination: Side, *, now: datetime | None = None
+) -> list[str]:
+    """One line per job: what a migration would move, or that it moved it already (``now``:
+    the time retention is judged at, default the real one)."""
+    now = now or datetime.now(UTC)
     letters = letters_by_job(source.queue, (j.name for j in jobs))
     lines = []
     for job in jobs:
@@ -67,9 +70,11 @@ def plan(jobs: Sequence[Job], source: Side, destination: Side) -> list[str]:
     return lines
 
 
-def verify(jobs: Sequence[Job], source: Side, destination: Side) -> list[JobCheck]:
+def verify(
+    jobs: Sequence[Job], source: Side, destination: Side, *, now: datetime | None = None
+) -> list[JobCheck]:
     """Per job: counts and checksums, and every difference found (empty: moved as claimed)."""
-    now = datetime.now(UTC)
+    now = now or datetime.now(UTC)
     letters = letters_by_job(source.queue, (j.name for j in jobs))
     checks = []
     for job in jobs:
