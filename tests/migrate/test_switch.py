@@ -179,6 +179,7 @@ def local_source(tmp_path: Path) -> SideSpec:
     return local_side(tmp_path / "source", "local")
 
 
+@pytest.mark.postgres
 def test_local_to_postgres(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -189,6 +190,7 @@ def test_local_to_postgres(
     switch(tmp_path, monkeypatch, local_source, postgres_side(postgres_dsn, postgres_schema))
 
 
+@pytest.mark.gcp
 def test_local_to_gcp(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -199,6 +201,8 @@ def test_local_to_gcp(
     switch(tmp_path, monkeypatch, local_source, gcp_side(firestore_emulator, pubsub_emulator))
 
 
+@pytest.mark.gcp
+@pytest.mark.azure
 def test_gcp_to_azure(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -213,6 +217,8 @@ def test_gcp_to_azure(
     switch(tmp_path, monkeypatch, source, target)
 
 
+@pytest.mark.azure
+@pytest.mark.aws
 def test_azure_to_aws(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -225,5 +231,6 @@ def test_azure_to_aws(
     switch(tmp_path, monkeypatch, source, aws_side(moto_server))
 
 
+@pytest.mark.aws
 def test_aws_to_local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, moto_server: object) -> None:
     switch(tmp_path, monkeypatch, aws_side(moto_server), local_side(tmp_path / "target", "local"))
