@@ -14,8 +14,8 @@ running it again):
    on the destination from its ledger).
 3. **Copy**: the status (last success, counters, alert state, baselines, pause and snooze,
    window accounting checkpoint), run records within retention, ledger items, the outbox, and
-   the watcher's own record, as Create or, where the destination holds different data, Update
-   against the version read (``copy_records``).
+   the watcher's own record (when the destination has none), as Create or, where the
+   destination holds different data, Update against the version read (``copy_records``).
 4. **Dead letters**: the source broker's letters of the job are recorded on the destination
    as dead-lettered windows (the source queue is drained only after every job is done).
 5. **Forward**: unfinished windows (running without a live lease, failed) and windows the
@@ -28,6 +28,7 @@ running it again):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -438,14 +439,13 @@ class Migration:
         raise MigrationError(f"{name}: the destination's status kept changing; try again")
 
     def _copy_watcher(self) -> None:
-        """The watcher's own record (queue-wide alert state), when the source has one."""
+        """The watcher's own record (queue-wide alert state), when the source has one and the
+        destination none yet: a watcher already running there keeps what it knows."""
         src = self.source.store.get(Key(STATUS, WATCHER_RECORD))
-        if src is not None:
-            copy_records(
-                self.destination.store,
-                [src],
-                [r for r in [self.destination.store.get(src.key)] if r is not None],
-            )
+        if src is None:
+            return
+        with contextlib.suppress(CommitConflict):
+            self.destination.store.commit([Create(src.key, dict(src.data))])
 
     # -- 4. dead letters ----------------------------------------------------------------------
     def _record_letters(
