@@ -68,6 +68,8 @@ class Stepper:
 
     clock: FakeClock
     sides: list[Side] = field(default_factory=list)
+    #: every trigger fires each window twice (a duplicate publish the claim must absorb)
+    duplicates: bool = False
     steps: int = 0
     errors: list[BaseException] = field(default_factory=list)
 
@@ -81,7 +83,8 @@ class Stepper:
             self.clock.advance(timedelta(minutes=1))
             live = [side for side in self.sides if side.active]
             for side in live:
-                side.runner.fire_due()
+                for _ in range(2 if self.duplicates else 1):
+                    side.runner.fire_due()
             for side in live:
                 side.runner.drain(idle=0.2)
             self.steps += 1
