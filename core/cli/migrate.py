@@ -20,9 +20,10 @@ from typing import Any
 
 import click
 
-from .common import EXIT_FAILED, JOBS, Fail
+from .common import EXIT_FAILED, JOBS, STATE_ENV, Fail
 
 _NAMES = ("local", "gcp", "azure", "aws", "postgres")
+_DEFAULT_LOCAL_PATH = os.path.join(".cronwarden", "state.db")
 
 
 def read_env_file(path: str) -> dict[str, str]:
@@ -64,13 +65,21 @@ def overlay(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = old
 
 
-def _side(name: str, label: str | None, env: Mapping[str, str]) -> tuple[Any, Any]:
+def _side(
+    name: str, label: str | None, env: Mapping[str, str], *, must_exist: bool = False
+) -> tuple[Any, Any]:
     """The provider of one side, built (and its store and queue reached once) under ``env``."""
     from ..jobs.loading import provider_from_env
     from ..model.ports import STATUS, Key
     from ..ops.migrate import Side
 
     with overlay(env):
+        if must_exist and name == "local":
+            # the local provider's own reading of its path (a missing source is an error, never
+            # a new empty state fenced and "moved")
+            path = os.path.abspath(os.environ.get(STATE_ENV) or _DEFAULT_LOCAL_PATH)
+            if not os.path.exists(path):
+                raise Fail(f"source state {path} does not exist (set {STATE_ENV})")
         provider = provider_from_env(name)
         store, queue = provider.store(), provider.queue()
         store.get(Key(STATUS, "_migrate"))  # clients are made now, under this side's settings
@@ -137,14 +146,15 @@ def migrate(
         chosen = scheduled_jobs(jobs, names)
     except MigrationError as exc:
         raise Fail(str(exc)) from exc
+    if (from_label or source) == (to_label or destination):
+        label = from_label or source
+        raise Fail(f"--from and --to are both {label!r}; give --from-label / --to-label")
     opened: list[Any] = []
     try:
-        src_provider, src = _side(source, from_label, src_env)
+        src_provider, src = _side(source, from_label, src_env, must_exist=True)
         opened.append(src_provider)
         dst_provider, dst = _side(destination, to_label, dst_env)
         opened.append(dst_provider)
-        if src.label == dst.label:
-            raise Fail(f"--from and --to are both {src.label!r}; give --from-label / --to-label")
         with overlay({**src_env, **dst_env} if agree else {}):
             if dry_run:
                 for line in plan(chosen, src, dst):

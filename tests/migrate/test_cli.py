@@ -64,12 +64,14 @@ def two(tmp_path: Path) -> list[str]:
         ({"--wait": "-1"}, "error: --wait must be 0 or more seconds, got -1.0"),
         ({"--from-env": "missing.env"}, "error: env file missing.env: No such file or directory"),
         ({"--from-env": "bad.env"}, "error: env file bad.env:2: expected NAME=value"),
+        ({"--from-env": "none.env"}, "error: source state /nowhere/state.db does not exist"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(
     tmp_path: Path, two: list[str], change: dict[str, str | None], line: str
 ) -> None:
     (tmp_path / "bad.env").write_text("# a comment\nnot an assignment\n")
+    (tmp_path / "none.env").write_text("export CRONWARDEN_LOCAL_PATH='/nowhere/state.db'\n")
     args = list(two)
     for name, value in change.items():
         if name in args:
