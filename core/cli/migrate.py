@@ -20,9 +20,10 @@ from typing import Any
 
 import click
 
+from ..jobs.loading import PROVIDERS
 from .common import EXIT_FAILED, JOBS, STATE_ENV, Fail
 
-_NAMES = ("local", "gcp", "azure", "aws", "postgres")
+_NAMES = tuple(sorted(PROVIDERS))  #: every provider the loader knows
 _DEFAULT_LOCAL_PATH = os.path.join(".cronwarden", "state.db")
 
 
