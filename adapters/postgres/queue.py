@@ -25,7 +25,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cronwarden.model.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue, QueueCapabilities
@@ -290,6 +290,18 @@ class PostgresQueue(Queue):
             return int(row[0]) if row else 0
 
         return self.db.run(work, what="redrive", writes=True)
+
+    def dlq_remove(self, message_ids: Sequence[str]) -> int:
+        """Delete the dead letters with these message ids, in one statement."""
+        ids = list(dict.fromkeys(message_ids))
+        if not ids:
+            return 0
+        sql = f"DELETE FROM {self._q}.dead_letters WHERE message_id = ANY(%s)"
+
+        def work(conn: psycopg.Connection[Any]) -> int:
+            return int(self.db.execute(conn, sql, (ids,)).rowcount)
+
+        return self.db.run(work, what="dlq remove", writes=True)
 
     def depth(self) -> int:
         """Messages waiting or in flight (not dead-lettered)."""
