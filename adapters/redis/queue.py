@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -188,6 +188,25 @@ for _, e in ipairs(entries) do
   redis.call('XDEL', KEYS[2], e[1])
 end
 return #entries
+"""
+)
+
+#: KEYS: dlq; ARGV: message ids to remove. Deletes the letters whose ``m`` field is one of them.
+_DLQ_REMOVE = Script(
+    "#!lua\n"
+    + """
+local wanted = {}
+for _, id in ipairs(ARGV) do wanted[id] = true end
+local removed = 0
+for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do
+  for i = 1, #e[2], 2 do
+    if e[2][i] == 'm' then
+      if wanted[e[2][i + 1]] then removed = removed + redis.call('XDEL', KEYS[1], e[1]) end
+      break
+    end
+  end
+end
+return removed
 """
 )
 
@@ -403,6 +422,13 @@ class RedisQueue(Queue):
         if limit < 1:
             raise ValueError("redrive limit must be at least 1")
         return int(self._run(_REDRIVE, [self.stream, self.dlq], [limit], "redrive"))
+
+    def dlq_remove(self, message_ids: Sequence[str]) -> int:
+        """Delete the dead letters with these message ids (one script: atomic)."""
+        ids = list(dict.fromkeys(message_ids))
+        if not ids:
+            return 0
+        return int(self._run(_DLQ_REMOVE, [self.dlq], ids, "dlq remove"))
 
     def close(self) -> None:
         if self._owns_link:
