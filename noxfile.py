@@ -112,6 +112,22 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "tests.bench", *session.posargs)
 
 
+#: the peers ``nox -s peers`` compares against: benchmark-only, never cronwarden's dependencies
+PEERS = ("dbos>=2,<4", "pgqueuer>=0.20,<2", "procrastinate>=3,<4")
+
+
+@nox.session(python=PYTHON)
+def peers(session: nox.Session) -> None:
+    """cronwarden beside DBOS, PgQueuer and procrastinate on one private PostgreSQL server
+    (tests/bench/peers.py): runs/s and statements executed per run, interleaved rounds, a
+    fresh database and process per run; writes the peer section of docs/benchmarks.md and
+    bench-peers.json (``-- --runs N --rounds N --only ...``). Powertools on moto is the
+    ``powertools`` section of ``nox -s bench``."""
+    _install_wheel(session, "postgres")
+    session.install(*PEERS)
+    session.run("python", "-m", "tests.bench.peers", *session.posargs)
+
+
 @nox.session(name="deploy_check", python=PYTHON)
 def deploy_check(session: nox.Session) -> None:
     """checkov (offline) over the rendered example deployments, with cronwarden's dead-letter

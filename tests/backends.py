@@ -250,6 +250,44 @@ QUEUES["sqs"] = sqs_queue
 MARKS["dynamodb"] = MARKS["sqs"] = [pytest.mark.aws]
 
 
+# -- Redis (tests/redis; the server comes from cronwarden.emulators.redis.pytest_plugin) --------
+
+
+@contextmanager
+def redis_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """Redis on the session's redis-server, under a fresh key prefix per test."""
+    from cronwarden.adapters.redis import RedisSettings, RedisStore
+
+    url = request.getfixturevalue("redis_url")
+    prefix = request.getfixturevalue("redis_prefix")
+    store = RedisStore(RedisSettings(url=url, prefix=prefix))
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@contextmanager
+def redis_queue(
+    request: pytest.FixtureRequest, tmp_path: Path, *, max_deliveries: int = 3, **_: Any
+) -> Iterator[Queue]:
+    """Redis Streams on the session's redis-server, under a fresh key prefix per test."""
+    from cronwarden.adapters.redis import RedisQueue, RedisSettings
+
+    url = request.getfixturevalue("redis_url")
+    prefix = request.getfixturevalue("redis_prefix")
+    queue = RedisQueue(RedisSettings(url=url, prefix=prefix, max_deliveries=max_deliveries))
+    try:
+        yield queue
+    finally:
+        queue.close()
+
+
+STORES["redis"] = redis_store
+QUEUES["redis"] = redis_queue
+MARKS["redis"] = [pytest.mark.redis]
+
+
 # -- object storage (issue 32): one object per job, every commit one conditional write -------
 @contextmanager
 def s3_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:

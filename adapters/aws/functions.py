@@ -48,7 +48,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cronwarden.hosting import HostedRuntime, enabled_functions, jobset_of
 from cronwarden.jobs.definitions import JobSet
@@ -58,13 +58,17 @@ from cronwarden.model.ports import Delivery, Provider
 from cronwarden.model.redaction import redact
 from cronwarden.model.runs import RunRequest
 from cronwarden.model.settlement import Action, Verdict, republish
-from cronwarden.run.engine import EngineSettings
-from cronwarden.watch.notify import LogNotifier, Notifier, WebhookNotifier
-from cronwarden.watch.watcher import Report, Watcher
 
 from .queue import SqsQueue, delivery_of_message
 from .schedules import MalformedTick, due_window, parse_tick
 from .secrets import load_secret_environment, webhook_url
+
+# The engine and the watcher load with the first invocation that needs them, not at the cold
+# start: a trigger or a worker never builds the watcher, a watcher never builds the engine.
+if TYPE_CHECKING:
+    from cronwarden.run.engine import EngineSettings
+    from cronwarden.watch.notify import Notifier
+    from cronwarden.watch.watcher import Report, Watcher
 
 log = get_logger("aws.functions")
 
@@ -153,6 +157,8 @@ class LambdaRuntime(HostedRuntime):
             if self._watcher is None and self._notifiers is None:
                 url = webhook_url()
                 if url and self.alerting.source == "environment":
+                    from cronwarden.watch.notify import LogNotifier, WebhookNotifier
+
                     self._notifiers = [LogNotifier(), WebhookNotifier(url)]
                 elif url and self.host.webhook_url != url:
                     self._host = dataclasses.replace(self.host, webhook_url=url)

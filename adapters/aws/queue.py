@@ -32,7 +32,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -297,6 +297,24 @@ class SqsQueue(Queue):
             )
             moved += 1
         return moved
+
+    def dlq_remove(self, message_ids: Sequence[str]) -> int:
+        """Delete the dead letters with these message ids (as :meth:`dlq_peek` gives them);
+        every other letter received on the way is made visible again at once."""
+        wanted = set(message_ids)
+        if not wanted:
+            return 0
+        removed = 0
+        for message in self._take_dead(max(len(wanted), self.dlq_depth()) + MAX_BATCH, 60.0):
+            handle = message["ReceiptHandle"]
+            if dead_letter_of(message).message_id in wanted:
+                self._sqs.delete_message(QueueUrl=self.dead_letter_url, ReceiptHandle=handle)
+                removed += 1
+            else:
+                self._sqs.change_message_visibility(
+                    QueueUrl=self.dead_letter_url, ReceiptHandle=handle, VisibilityTimeout=0
+                )
+        return removed
 
     def close(self) -> None:
         self._sqs.close()

@@ -10,13 +10,15 @@ as GSIs are).
 Item attributes: ``pk``, ``sk``, ``k``, ``jk``, ``v`` (the version: a random token written by
 every put or update, so versions never repeat while a key exists), ``ttl`` (epoch seconds
 derived from the record's ``expire_at``: the table's TTL attribute), and one attribute per data
-field, named ``f.<field>``. An ``int`` field is a DynamoDB number (so ``ADD`` can increment
+field, named ``f.<field>`` (a ledger page's ``keys`` and ``fps`` are compact binary attributes:
+:mod:`._pages`). An ``int`` field is a DynamoDB number (so ``ADD`` can increment
 it); every other value is its JSON text (exact round trips of floats, bools, ``None``, lists,
 maps and very large integers).
 
 Operations (each op of a commit is one transaction item):
 
-* ``Create`` → ``Put`` with ``attribute_not_exists(pk)``; refused → ``CommitConflict("exists")``.
+* ``Create`` → ``Put`` with ``attribute_not_exists(pk)``; refused → ``CommitConflict("exists")``
+  carrying the item it found (``ReturnValuesOnConditionCheckFailure=ALL_OLD``: no read more).
 * ``Update`` → ``Put`` (replace) with ``v = <version>``; ``Delete`` → ``Delete`` with the same
   condition; refused → ``CommitConflict("version")``.
 * ``Merge`` → ``Update`` without a condition: ``SET`` for fields, ``ADD`` for increments.
@@ -60,6 +62,7 @@ from cronwarden.model.ports import (
 from cronwarden.model.text import has_surrogate, storable
 
 from ._clients import client
+from ._pages import decode_page_fields, encode_page_fields
 from .errors import error_code, store_error
 from .settings import AwsSettings
 
@@ -265,7 +268,8 @@ class DynamoStore(Store):
                 refused = ops[failed]
                 reason = "exists" if isinstance(refused, Create) else "version"
                 detail = f"{refused.key.kind} {refused.key.job}/{refused.key.id}"
-                raise CommitConflict(failed, reason, detail) from None
+                found = cancelled.found(failed) if isinstance(refused, Create) else None
+                raise CommitConflict(failed, reason, detail, found=found) from None
         raise StoreUnavailable(
             f"Merge maximums on job {ops[0].key.job!r} lost {self.merge_attempts} races in a "
             "row; nothing was applied"
@@ -279,6 +283,9 @@ class DynamoStore(Store):
                     "TableName": self.table,
                     "Item": _full_item(op.key, op.data, version),
                     "ConditionExpression": "attribute_not_exists(pk)",
+                    # a refusal brings the item it found: a claim of a finished window
+                    # judges it without reading it again (a duplicate costs one call less)
+                    "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                 }
             }
         if isinstance(op, Update):
@@ -337,6 +344,17 @@ class _Cancelled(Exception):
         self.reasons: list[dict[str, Any]] = list(response.get("CancellationReasons") or [])
         if not self.reasons:  # some SDK paths leave them in the message only
             self.reasons = _reasons_from_message(str(exc))
+
+    def found(self, index: int) -> Record | None:
+        """The item the op at ``index`` found (``ReturnValuesOnConditionCheckFailure``), or
+        None when the reply did not carry it (a reason parsed from the message, an old
+        emulator): the caller reads it then."""
+        if index >= len(self.reasons):
+            return None
+        item = self.reasons[index].get("Item")
+        if not item or "pk" not in item or "sk" not in item or "v" not in item:
+            return None
+        return _record(item)
 
     def failed_index(self) -> int | None:
         """The first op whose condition failed, or None when no condition failed (a
@@ -471,8 +489,9 @@ def _holds_surrogate(op: Op) -> bool:
 
 def _full_item(key: Key, data: Mapping[str, Any], version: str) -> dict[str, Any]:
     item = {**_key(key), **_index_attributes(key), "v": {"S": version}}
+    compact = encode_page_fields(key, data)
     for name, value in data.items():
-        item[FIELD_PREFIX + name] = encode(value)
+        item[FIELD_PREFIX + name] = compact.get(name) or encode(value)
     ttl = _ttl(data.get("expire_at"))
     if ttl is not None:
         item["ttl"] = ttl
@@ -499,9 +518,10 @@ def _merge_update(
             value = existing.get(name)
             fields[name] = (value if isinstance(value, int) else 0) + amount
         increments = {}
+    compact = encode_page_fields(op.key, fields)
     for n, (name, value) in enumerate(fields.items()):
         names[f"#f{n}"] = FIELD_PREFIX + name
-        values[f":f{n}"] = encode(value)
+        values[f":f{n}"] = compact.get(name) or encode(value)
         sets.append(f"#f{n} = :f{n}")
     for n, (name, amount) in enumerate(increments.items()):
         names[f"#i{n}"] = FIELD_PREFIX + name
@@ -529,6 +549,19 @@ def _merge_update(
 
 
 def _data(item: Mapping[str, Any]) -> dict[str, Any]:
+    keys = item.get(FIELD_PREFIX + "keys")
+    if keys is not None and "B" in keys:  # a ledger page's compact fields
+        fps = item.get(FIELD_PREFIX + "fps")
+        data = decode_page_fields(bytes(keys["B"]), None if fps is None else bytes(fps["B"]))
+        skip = {FIELD_PREFIX + name for name in data}
+        return {
+            **{
+                name[len(FIELD_PREFIX) :]: decode(value)
+                for name, value in item.items()
+                if name.startswith(FIELD_PREFIX) and name not in skip
+            },
+            **data,
+        }
     return {
         name[len(FIELD_PREFIX) :]: decode(value)
         for name, value in item.items()

@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from types import ModuleType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cronwarden.hosting import HostedRuntime, enabled_functions, jobset_of
 from cronwarden.jobs.definitions import Job, JobSet
@@ -55,9 +55,6 @@ from cronwarden.model.ports import DeadLetter, Delivery, Provider
 from cronwarden.model.redaction import redact
 from cronwarden.model.runs import RunRequest
 from cronwarden.model.settlement import Action, Verdict, republish
-from cronwarden.run.engine import EngineSettings, Outcome
-from cronwarden.watch.notify import Notifier
-from cronwarden.watch.watcher import Report
 
 from ._timer import TimerSchedule, due_window, timer_schedule_for
 from .servicebus import ServiceBusQueue, attempt_of, public_attributes, retry_by_copy
@@ -66,6 +63,13 @@ from .settings import (
     AzureSettings,
     schedule_setting,
 )
+
+# The engine and the watcher load with the first invocation that needs them, not when the host
+# indexes the app (a cold start): a timer or a worker never builds the watcher.
+if TYPE_CHECKING:
+    from cronwarden.run.engine import EngineSettings, Outcome
+    from cronwarden.watch.notify import Notifier
+    from cronwarden.watch.watcher import Report
 
 log = get_logger("azure.functions")
 

@@ -40,7 +40,7 @@ import contextlib
 import dataclasses
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -495,6 +495,29 @@ class ServiceBusQueue(Queue):
             extra={"event": "dlq.redrive", "count": moved},
         )
         return moved
+
+    def dlq_remove(self, message_ids: Sequence[str]) -> int:
+        """Complete (remove) the dead letters with these message ids; every other letter
+        received on the way is abandoned at once (back on the dead-letter queue)."""
+        wanted = set(message_ids)
+        removed = 0
+        if not wanted:
+            return 0
+        with self._dlq_lock:
+            receiver = self._get_dlq()
+            seen: list[Any] = []
+            while len(seen) < _DLQ_COUNT_CAP:
+                batch = receiver.receive_messages(max_message_count=100, max_wait_time=1.0)
+                if not batch:
+                    break
+                seen.extend(batch)
+            for message in seen:
+                if str(message.message_id or "") in wanted:
+                    receiver.complete_message(message)
+                    removed += 1
+                else:
+                    receiver.abandon_message(message)
+        return removed
 
     def close(self) -> None:
         self._stop.set()

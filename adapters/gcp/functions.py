@@ -38,18 +38,14 @@ import os
 import sys
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cronwarden.hosting import FUNCTIONS_ENV, HostedRuntime, enabled_functions, jobset_of
-from cronwarden.hosting.trigger import Worker
 from cronwarden.jobs.definitions import JobSet
 from cronwarden.model.logs import get_logger, trace_scope
 from cronwarden.model.ports import Delivery, Provider
 from cronwarden.model.redaction import redact
 from cronwarden.model.settlement import Verdict
-from cronwarden.run.engine import Engine, EngineSettings
-from cronwarden.watch.notify import Notifier
-from cronwarden.watch.watcher import Report
 
 from .push import (
     ACK_STATUS,
@@ -63,6 +59,15 @@ from .push import (
 from .queue import PubSubQueue
 from .ticks import parse_tick
 
+# What only some requests need loads with the first of them, not at the cold start: the engine
+# and the worker (trigger and worker requests), the watcher (watcher requests).
+if TYPE_CHECKING:
+    from cronwarden.run.engine import EngineSettings
+    from cronwarden.watch.notify import Notifier
+    from cronwarden.watch.watcher import Report
+
+    from ._push_worker import PushWorker
+
 log = get_logger("gcp.functions")
 
 Response = tuple[str, int, dict[str, str]]
@@ -71,16 +76,6 @@ HttpFunction = Callable[[Any], Response]
 
 def _json(body: dict[str, Any], status: int) -> Response:
     return json.dumps(body, default=str), status, {"Content-Type": "application/json"}
-
-
-class PushWorker(Worker):
-    """Deprecated: the core :class:`~cronwarden.Worker` with the push variant of the mapping
-    (``in_progress`` is retried, see :func:`~cronwarden.model.settlement.verdict_for`). Use
-    ``Worker(engine, in_progress_retries=True)`` and :func:`~.push.push_reply`."""
-
-    def __init__(self, engine: Engine, queue: Any = None) -> None:
-        super().__init__(engine, None, in_progress_retries=True)
-        self.push_queue = queue
 
 
 class FunctionsRuntime(HostedRuntime):
@@ -257,6 +252,14 @@ def runtime_of(function: Callable[..., Any]) -> FunctionsRuntime:
     if not isinstance(runtime, FunctionsRuntime):
         raise TypeError(f"{function!r} was not made by make_functions")
     return runtime
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PushWorker":  # deprecated; it loads the engine, so only when asked for
+        from ._push_worker import PushWorker
+
+        return PushWorker
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [

@@ -505,6 +505,22 @@ class PubSubQueue(Queue):
             self._ack(self.dead_letter_subscription, [item.ack_id for item in items])
             return len(items)
 
+    def dlq_remove(self, message_ids: Sequence[str]) -> int:
+        """Acknowledge (remove) the dead letters with these message ids on the dead-letter
+        subscription; every other letter pulled on the way is released at once."""
+        wanted = set(message_ids)
+        if not wanted:
+            return 0
+        with self._dlq_lock:
+            items = self._pull_dead_letters(self.dlq_scan_limit)
+            chosen = [i for i in items if self._dead_letter(i.message).message_id in wanted]
+            others = [i for i in items if i not in chosen]
+            if others:
+                self._release(others)
+            if chosen:
+                self._ack(self.dead_letter_subscription, [item.ack_id for item in chosen])
+            return len(chosen)
+
     def close(self) -> None:
         self._keeper.close()
         self._keeper = self._new_keeper()

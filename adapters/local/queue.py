@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -280,6 +280,20 @@ class SQLiteQueue(Queue):
                     (now, json.dumps(attrs), seq),
                 )
             return len(rows)
+
+    def dlq_remove(self, message_ids: Sequence[str]) -> int:
+        """Delete the dead letters with these message ids (one transaction)."""
+        ids = list(dict.fromkeys(message_ids))
+        if not ids:
+            return 0
+        with self._db.translated("dlq remove"), self._db.write() as conn:
+            removed = 0
+            for message_id in ids:
+                cursor = conn.execute(
+                    "DELETE FROM messages WHERE dlq = 1 AND message_id = ?", (message_id,)
+                )
+                removed += cursor.rowcount
+            return removed
 
     def close(self) -> None:
         self._db.close()

@@ -1,6 +1,6 @@
 """PostgreSQL implementation of the :class:`~cronwarden.model.ports.Queue` port.
 
-* ``<schema>.messages``: one row per message; a receive (``receive_messages``, one statement)
+* ``<schema>.messages``: one row per message; a receive (one plain statement, no function)
   takes visible rows with ``FOR UPDATE SKIP LOCKED``, makes them invisible until the visibility
   deadline, counts the attempt and stamps a fresh receipt. A settle names the receipt, so one
   from a receiver whose visibility ran out changes nothing (another receiver owns it now).
@@ -25,7 +25,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cronwarden.model.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue, QueueCapabilities
@@ -93,10 +93,7 @@ class PostgresQueue(Queue):
             "WHERE d.seen_at < clock_timestamp() - %(window)s * interval '1 second' "
             f"RETURNING 1), ins AS ({insert} FROM fresh RETURNING seq) {notify}"
         )
-        self._sql_receive = (
-            "SELECT seq, message_id, body, attributes, attempt, enqueued_at, receipt "
-            f"FROM {q}.receive_messages(%s, %s, %s)"
-        )
+        self._sql_receive = _receive_statement(q)
         self._sql_next_visible = (
             f"SELECT EXTRACT(EPOCH FROM min(visible_at) - clock_timestamp()) FROM {q}.messages"
         )
@@ -151,9 +148,8 @@ class PostgresQueue(Queue):
         self, max_messages: int, visibility: float, *, wanted_next: bool
     ) -> tuple[list[Delivery], float | None]:
         def work(conn: psycopg.Connection[Any]) -> tuple[list[Delivery], float | None]:
-            rows = self.db.execute(
-                conn, self._sql_receive, (max_messages, visibility, self.max_deliveries)
-            ).fetchall()
+            params = {"max": max_messages, "visibility": visibility, "limit": self.max_deliveries}
+            rows = self.db.execute(conn, self._sql_receive, params).fetchall()
             out = [
                 Delivery(
                     message_id=r[1],
@@ -295,6 +291,18 @@ class PostgresQueue(Queue):
 
         return self.db.run(work, what="redrive", writes=True)
 
+    def dlq_remove(self, message_ids: Sequence[str]) -> int:
+        """Delete the dead letters with these message ids, in one statement."""
+        ids = list(dict.fromkeys(message_ids))
+        if not ids:
+            return 0
+        sql = f"DELETE FROM {self._q}.dead_letters WHERE message_id = ANY(%s)"
+
+        def work(conn: psycopg.Connection[Any]) -> int:
+            return int(self.db.execute(conn, sql, (ids,)).rowcount)
+
+        return self.db.run(work, what="dlq remove", writes=True)
+
     def depth(self) -> int:
         """Messages waiting or in flight (not dead-lettered)."""
 
@@ -418,3 +426,37 @@ class _Wakeups(threading.Thread):
     def stop(self) -> None:
         self._stopping.set()
         self.join(timeout=10)
+
+
+def _receive_statement(q: str) -> str:
+    """A receive as **one plain statement** that executes no other (what the schema's
+    ``receive_messages`` function does with a statement per message): take up to ``max``
+    visible messages oldest first (``FOR UPDATE SKIP LOCKED``: concurrent receivers never wait
+    for each other or take the same message); one delivered ``limit`` times unsettled (or its
+    own ``cw-max-deliveries`` attribute) moves to the dead letters, every other one becomes
+    invisible until now + ``visibility`` with attempt + 1 and a fresh receipt. Returned in
+    the order taken. One server clock reading for the whole statement."""
+    limit = (
+        f"CASE WHEN m.attributes ->> '{MAX_DELIVERIES_ATTRIBUTE}' ~ '^[0-9]{{1,6}}$' "
+        f"THEN (m.attributes ->> '{MAX_DELIVERIES_ATTRIBUTE}')::integer ELSE %(limit)s END"
+    )
+    return (
+        "WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t), "
+        f"picked AS MATERIALIZED (SELECT m.seq, m.visible_at, m.attempt >= {limit} AS spent "
+        f"FROM {q}.messages m, now WHERE m.visible_at <= now.t "
+        "ORDER BY m.visible_at, m.seq LIMIT %(max)s FOR UPDATE OF m SKIP LOCKED), "
+        f"gone AS (DELETE FROM {q}.messages m USING picked p WHERE m.seq = p.seq AND p.spent "
+        "RETURNING m.*), "
+        f"buried AS (INSERT INTO {q}.dead_letters (seq, message_id, body, attributes, "
+        "attempts, enqueued_at, reason, description) "
+        "SELECT seq, message_id, body, attributes, attempt, enqueued_at, "
+        "'MaxDeliveryCountExceeded', format('not settled after %%s deliveries', attempt) "
+        "FROM gone), "
+        f"taken AS (UPDATE {q}.messages m SET attempt = m.attempt + 1, "
+        "visible_at = now.t + %(visibility)s * interval '1 second', "
+        "receipt = gen_random_uuid() FROM picked p, now WHERE m.seq = p.seq AND NOT p.spent "
+        "RETURNING m.seq, m.message_id, m.body, m.attributes, m.attempt, m.enqueued_at, "
+        "m.receipt) "
+        "SELECT t.seq, t.message_id, t.body, t.attributes, t.attempt, t.enqueued_at, "
+        "t.receipt FROM taken t JOIN picked p ON p.seq = t.seq ORDER BY p.visible_at, p.seq"
+    )

@@ -209,9 +209,25 @@ END
 $$;
 """
 
+_V2 = r"""
+-- A refused precondition of a commit sent as one plain statement (see .commit_sql): raised
+-- from the statement's final CASE, with the same SQLSTATE and detail as commit_ops. RAISE is
+-- not a statement: the commit still executes exactly one.
+CREATE FUNCTION @S@.refuse(p_code text, p_op integer) RETURNS bigint
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = p_code,
+        MESSAGE = CASE p_code WHEN 'CW001' THEN 'record exists'
+                              ELSE 'record changed or vanished' END,
+        DETAIL = p_op::text;
+END
+$$;
+"""
+
 #: (version, description, SQL with ``@S@`` for the quoted schema name). Append only.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "records, versions, commit function, queue, dead letters, dedup", _V1),
+    (2, "refuse(): a commit's refused precondition raised from one plain statement", _V2),
 )
 LATEST = MIGRATIONS[-1][0]
 

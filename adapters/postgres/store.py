@@ -2,8 +2,10 @@
 
 * Records live in ``<schema>.records`` (``kind, job, id`` primary key, ``data jsonb``,
   ``version bigint``, ``expire_at``).
-* ``commit`` is **one statement**: ``SELECT <schema>.commit_ops(job, ops)``, a server-side
-  function that applies the ops in order in the statement's own transaction: create-if-absent
+* ``commit`` is **one statement**. Up to :data:`.commit_sql.MAX_OPS` ops (claims,
+  completions, renewals): one plain statement of data-modifying CTEs that executes no other
+  (:mod:`.commit_sql`); larger commits: ``SELECT <schema>.commit_ops(job, ops)``, a server-side
+  function. Both apply the ops in order in the statement's own transaction: create-if-absent
   with ``INSERT … ON CONFLICT DO NOTHING``, compare-and-set with ``UPDATE … WHERE version = $v``,
   delete with the same precondition, and merges as one ``INSERT … ON CONFLICT DO UPDATE`` that
   sets fields, adds increments and raises maxima in place (no read first). The first failing
@@ -19,6 +21,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +41,7 @@ from cronwarden.model.ports import (
 )
 from cronwarden.model.text import unstorable
 
+from . import commit_sql
 from .database import Database
 from .schema import quoted
 from .settings import PostgresSettings
@@ -85,12 +89,8 @@ class PostgresStore(Store):
         return self.db.run(work, what=f"get {key.kind} {key.job}/{key.id}", writes=False)
 
     def _commit(self, ops: list[Op]) -> list[Version]:
-        payload = json.dumps(
-            [_encode(index, op) for index, op in enumerate(ops)],
-            separators=(",", ":"),
-            ensure_ascii=False,
-            allow_nan=False,
-        )
+        encoded = [_encode(index, op) for index, op in enumerate(ops)]
+        payload = json.dumps(encoded, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         job = ops[0].key.job
         what = f"commit of {len(ops)} op(s) for {job}"
         if unstorable(job) or unstorable(payload):
@@ -100,6 +100,19 @@ class PostgresStore(Store):
                 "surrogate; nothing was sent"
             )
 
+        if len(ops) <= commit_sql.MAX_OPS:
+            sql = commit_sql.statement(self._q, commit_sql.shape(ops))
+            params = commit_sql.parameters(job, encoded)
+
+            def one(conn: psycopg.Connection[Any]) -> list[Version]:
+                row = self.db.execute(conn, sql, params).fetchone()
+                if row is None or row[0] is None:
+                    raise RuntimeError("a commit statement returned no version")
+                clock = int(row[0])
+                return [None if isinstance(op, Delete) else clock for op in ops]
+
+            return self._run_commit(one, what)
+
         def work(conn: psycopg.Connection[Any]) -> list[Version]:
             row = self.db.execute(conn, self._sql_commit, (job, payload)).fetchone()
             versions = list(row[0]) if row else []
@@ -107,6 +120,11 @@ class PostgresStore(Store):
                 raise RuntimeError(f"commit_ops returned {len(versions)} versions for {len(ops)}")
             return [None if v is None else int(v) for v in versions]
 
+        return self._run_commit(work, what)
+
+    def _run_commit(
+        self, work: Callable[[psycopg.Connection[Any]], list[Version]], what: str
+    ) -> list[Version]:
         try:
             return self.db.run(work, what=what, writes=True)
         except ValueError as exc:

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import click
 
 from ..hosting.settings import JOBS_ENV, PROVIDER_ENV
+from ..jobs.loading import PROVIDERS
 from ..model.redaction import redact
 from ..ops.verdicts import EXIT_BAD_INPUT as EXIT_BAD_INPUT
 from ..ops.verdicts import EXIT_FAILED as EXIT_FAILED
@@ -33,6 +34,8 @@ from ..ops.verdicts import PENDING as PENDING
 from ..ops.verdicts import verdict_line as verdict_line
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+#: the provider names a ``--provider`` option accepts, for its help text
+PROVIDER_CHOICES = ", ".join(PROVIDERS)
 STATE_ENV = "CRONWARDEN_LOCAL_PATH"  #: the local provider's state path (its queue: ``-queue``)
 STATE_ENV_ALIAS = "CRONWARDEN_STATE"
 DEBUG_ENV = "CRONWARDEN_DEBUG"
@@ -98,7 +101,7 @@ _PROVIDER = click.option(
     envvar=PROVIDER_ENV,
     default="local",
     show_default=True,
-    help="local, gcp, azure, aws or postgres (or $CRONWARDEN_PROVIDER).",
+    help=f"{PROVIDER_CHOICES} (or $CRONWARDEN_PROVIDER).",
 )
 _DSN = click.option(
     "--dsn",

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from ..hosting.settings import PROVIDER_ENV
+from ..jobs.loading import PROVIDERS
 from ..model.errors import CronwardenError
 from ..model.redaction import redact
 
@@ -31,7 +32,7 @@ _provider_option = click.option(
     envvar=PROVIDER_ENV,
     default="local",
     show_default=True,
-    help="local, gcp, azure or postgres (or $CRONWARDEN_PROVIDER; Postgres reads "
+    help=f"{', '.join(PROVIDERS)} (or $CRONWARDEN_PROVIDER; Postgres reads "
     "$CRONWARDEN_POSTGRES_DSN).",
 )
 

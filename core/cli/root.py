@@ -37,6 +37,7 @@ from .common import (
 from .crontab import mount as mount_crontab
 from .doctor import doctor, drill
 from .ledger import ledger
+from .migrate import migrate
 from .notify import notify
 from .pause import register as register_pause
 from .plugins import PluginGroup
@@ -538,6 +539,7 @@ cli.add_command(doctor)
 cli.add_command(drill)
 register_pause(cli)
 cli.add_command(ledger)
+cli.add_command(migrate)
 # ``dashboard``, ``deploy`` and ``emulators`` come from other packages: :mod:`.plugins`.
 
 

@@ -18,7 +18,8 @@ def status_row(item: Any) -> dict[str, Any]:
     """One job of ``status``: the last success is the window that succeeded, not a finish time;
     a dead-lettered or overran last run is an alert, not "ok"."""
     st = item.status
-    state = item.state_text if st.get("status") else "never run"  # with a pause in force
+    shown = st.get("status") or st.get("moved") or st.get("moving_in")  # a moved job: where
+    state = item.state_text if shown else "never run"  # with a pause in force
     waiting = str(getattr(item, "waiting_on", None) or "")
     if not st.get("status") and waiting:
         state = f"never run; {waiting}"  # a dependent job's upstream has not succeeded

@@ -198,7 +198,8 @@ def create_app(
             owner=_param(request, "owner"),
             tag=_param(request, "tag"),
             state=_param(request, "state"),
-            limit=_int(request, "limit", 1000),
+            limit=_int(request, "limit", views.PAGE_SIZE),
+            page=_int(request, "page", 1),
         )
 
     def _timeline(request: Request) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import re
 import click
 
 from ..hosting.settings import JOBS_ENV, PROVIDER_ENV
+from ..jobs.loading import PROVIDERS
 from ..model.redaction import register_secret
 
 TOKEN_ENV = "CRONWARDEN_DASHBOARD_TOKEN"  # noqa: S105 - a variable name; the token is never on argv
@@ -46,7 +47,7 @@ class _Fail(click.ClickException):
     envvar=PROVIDER_ENV,
     default="local",
     show_default=True,
-    help="local, gcp, azure or postgres (or $CRONWARDEN_PROVIDER).",
+    help=f"{', '.join(PROVIDERS)} (or $CRONWARDEN_PROVIDER).",
 )
 @click.option("--port", default=8420, show_default=True, help="TCP port to listen on.")
 @click.option(

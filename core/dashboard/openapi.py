@@ -79,6 +79,20 @@ _OVERVIEW = _obj(
     tags={"type": "array", "items": {"type": "string"}},
     filters={"type": "object"},
     undelivered_alerts={"type": "integer"},
+    problem_jobs={
+        "type": "integer",
+        "description": "matching jobs that are problems (alerting, last run failed, dead "
+        "letters, undelivered alerts): they come first, so they fill the first pages",
+    },
+    page={"type": "integer"},
+    pages={"type": "integer"},
+    page_size={"type": "integer"},
+    first_row={"type": "integer", "description": "1-based position of the page's first row"},
+    links={
+        "type": "object",
+        "description": "query strings of the first, previous, next and last page (same filters)",
+        "properties": {k: _STR_N for k in ("first", "prev", "next", "last")},
+    },
     jobs={"type": "array", "items": _JOB_ROW},
 )
 _WINDOW = _obj(
@@ -212,7 +226,8 @@ def openapi_document(actions_enabled: bool) -> dict[str, Any]:
     """The document served at ``/api/openapi.json``."""
     paths: dict[str, Any] = {
         "/api/overview": _get(
-            "Every job with its state, alerts, last success and next expected run",
+            "A page of the jobs with their state, alerts, last success and next expected run; "
+            "problem jobs first",
             _OVERVIEW,
             [
                 _query("owner", {"type": "string"}, "only jobs of this owner"),
@@ -221,8 +236,9 @@ def openapi_document(actions_enabled: bool) -> dict[str, Any]:
                 _query(
                     "limit",
                     {"type": "integer", "minimum": 1, "maximum": 100000},
-                    "at most this many jobs",
+                    "jobs per page (default 100)",
                 ),
+                _query("page", {"type": "integer", "minimum": 1}, "page number (default 1)"),
             ],
         ),
         "/api/jobs/{job}/timeline": _get(

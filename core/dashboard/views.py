@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
 from ..jobs.definitions import Job, JobSet
@@ -205,19 +206,50 @@ def _int_or_none(value: Any) -> int | None:
 
 
 # -- overview -------------------------------------------------------------------------------
+#: rows a page of the overview shows unless ``limit`` says otherwise
+PAGE_SIZE = 100
+#: row states that are problems (besides dead letters and undelivered alerts of any state)
+PROBLEM_STATES = ("alerting", "failing")
+
+
+@dataclass
+class _Match:
+    """A job that passed the overview's filters, before its row is built (only the rows of the
+    page asked for are: building one is most of a row's cost)."""
+
+    health: JobHealth
+    state: str
+    dead_letters: int
+    undelivered: list[dict[str, Any]]
+
+    @property
+    def problem(self) -> bool:
+        return self.state in PROBLEM_STATES or bool(self.dead_letters or self.undelivered)
+
+
 def overview(
     dash: Dashboard,
     *,
     owner: str | None = None,
     tag: str | None = None,
     state: str | None = None,
-    limit: int = 1000,
+    limit: int = PAGE_SIZE,
+    page: int = 1,
 ) -> dict[str, Any]:
-    """Every job (filtered), from the watcher's one status query plus one dead-letter peek."""
+    """One page of the jobs (filtered), from the watcher's one status query plus one
+    dead-letter peek.
+
+    Every job is evaluated (the state counts cover them all), but only the ``limit`` rows of
+    ``page`` are built. Problem jobs (alerting, last run failed, letters in the dead-letter
+    queue, alerts no channel has received) come first, then the others, each in definition
+    order: a problem is never behind a page of healthy jobs, and ``problem_jobs`` counts them.
+    A page past the last is empty (its ``links`` lead back)."""
     if state is not None and state not in JOB_STATES:
         raise BadRequest(f"state must be one of {', '.join(JOB_STATES)}")
     if not 1 <= limit <= 100_000:
         raise BadRequest("limit must be between 1 and 100000")
+    if page < 1:
+        raise BadRequest("page must be 1 or more")
     now = dash.clock()
     watcher = Watcher(dash.jobs, dash.store, None, notifiers=[], clock=lambda: now, hooks=[])
     health, _ = watcher.evaluate(dash.store.query(STATUS), now, None)
@@ -225,7 +257,7 @@ def overview(
     if dash.dead_letters is not None:
         depth = dash.dead_letters.dlq_depth()
         per_job = _dlq_by_job(dash.dead_letters.dlq_peek(MAX_DEAD_LETTERS)) if depth else per_job
-    rows, states = [], Counter[str]()
+    matches, states = [], Counter[str]()
     for item in health:
         job = item.job
         row_state = _job_state(item)
@@ -236,19 +268,51 @@ def overview(
             continue
         if state and row_state != state:
             continue
-        rows.append(_job_row(item, row_state, per_job.get(job.name, 0), dash.baselines, now))
-    shown = rows[:limit]
+        undelivered = _undelivered(job.name, item.status, now)
+        matches.append(_Match(item, row_state, per_job.get(job.name, 0), undelivered))
+    matches.sort(key=lambda m: not m.problem)  # stable: definition order within each group
+    pages = max(1, -(-len(matches) // limit))
+    first = (page - 1) * limit
+    shown = [
+        _job_row(m.health, m.state, m.dead_letters, dash.baselines, now, m.undelivered)
+        for m in matches[first : first + limit]
+    ]
+    filters = {"owner": owner, "tag": tag, "state": state, "limit": limit}
     return {
         "generated_at": instant(now),
         "dlq_depth": depth,
         "total_jobs": len(health),
-        "matching_jobs": len(rows),
+        "matching_jobs": len(matches),
+        "problem_jobs": sum(1 for m in matches if m.problem),
         "states": {s: states.get(s, 0) for s in JOB_STATES},
         "owners": sorted({j.owner for j in dash.jobs if j.owner}),
         "tags": sorted({t for j in dash.jobs for t in j.tags}),
-        "filters": {"owner": owner, "tag": tag, "state": state, "limit": limit},
-        "undelivered_alerts": sum(len(row["undelivered"]) for row in rows),
+        "filters": filters,
+        "undelivered_alerts": sum(len(m.undelivered) for m in matches),
+        "page": page,
+        "pages": pages,
+        "page_size": limit,
+        "first_row": first + 1 if shown else 0,
+        "links": _page_links(filters, page, pages),
         "jobs": shown,
+    }
+
+
+def _page_links(filters: Mapping[str, Any], page: int, pages: int) -> dict[str, str | None]:
+    """Relative links (a query string: the same for the page and the API) to the first, the
+    previous, the next and the last page, with the same filters; None where there is none."""
+
+    def link(number: int) -> str:
+        query = {k: v for k, v in filters.items() if v not in (None, "")}
+        if query.get("limit") == PAGE_SIZE:
+            del query["limit"]
+        return "?" + urlencode({**query, "page": number})
+
+    return {
+        "first": link(1),
+        "prev": link(min(page, pages + 1) - 1) if page > 1 else None,
+        "next": link(page + 1) if page < pages else None,
+        "last": link(pages),
     }
 
 
@@ -258,6 +322,7 @@ def _job_row(
     dead_letters: int,
     baselines: dict[str, tuple[Any, Any]] | None = None,
     now: datetime | None = None,
+    undelivered: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """One overview row. Free text (alert texts, errors, descriptions, expectation reasons)
     is redacted here; the other strings are identifiers checked when the job was declared
@@ -294,7 +359,7 @@ def _job_row(
         "paused": bool(status.get("paused")),
         "last_error": redact(record.error) if record.error else None,
         "last_run_key": status.get("run_key"),
-        "undelivered": _undelivered(job.name, status, now),
+        "undelivered": _undelivered(job.name, status, now) if undelivered is None else undelivered,
     }
 
 

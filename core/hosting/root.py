@@ -19,15 +19,18 @@ from typing import TYPE_CHECKING
 from ..jobs.definitions import JobSet
 from ..model.errors import ConfigurationError
 from ..model.ports import Provider, Publisher, Queue, Store
-from ..run.engine import Engine, EngineSettings
-from ..watch.notify import LogNotifier, Notifier, WebhookNotifier
-from ..watch.watcher import Watcher
 from .settings import WEBHOOK_ENV, HostSettings
-from .trigger import Trigger, Worker
 
+# The engine, trigger, watcher and notifiers load when first built, not at import: a function
+# host imports this module at its cold start, and each of its functions needs only some of them
+# (a worker never builds the watcher, a watcher never builds the engine).
 if TYPE_CHECKING:
+    from ..run.engine import Engine, EngineSettings
     from ..watch.alerting.settings import AlertingSettings
     from ..watch.alerting.watchdog import CheckHook, JobPingHandler, JobPings
+    from ..watch.notify import Notifier
+    from ..watch.watcher import Watcher
+    from .trigger import Trigger, Worker
 
 
 def jobset_of(target: ModuleType | JobSet | str) -> JobSet:
@@ -48,6 +51,8 @@ def jobset_of(target: ModuleType | JobSet | str) -> JobSet:
 def notifiers_for(settings: HostSettings) -> list[Notifier]:
     """A JSON log line, plus the webhook when one is configured: the notifiers of a host
     without an alerting settings file (with one, :func:`alerting_for`'s router)."""
+    from ..watch.notify import LogNotifier, WebhookNotifier
+
     notifiers: list[Notifier] = [LogNotifier()]
     if settings.webhook_url:
         notifiers.append(WebhookNotifier(settings.webhook_url))
@@ -143,6 +148,8 @@ class Composition:
     def engine(self) -> Engine:
         with self._lock:
             if self._engine is None:
+                from ..run.engine import Engine
+
                 self._install_pings()
                 self._engine = Engine(self.jobs, self.store, self.settings)
             return self._engine
@@ -171,6 +178,8 @@ class Composition:
     def trigger(self) -> Trigger:
         with self._lock:
             if self._trigger is None:
+                from .trigger import Trigger
+
                 self._trigger = Trigger(self.jobs, self.run_queue(), self.store)
             return self._trigger
 
@@ -208,6 +217,8 @@ class Composition:
         depth, whatever its kind: a watcher may run in another cloud than its jobs."""
         with self._lock:
             if self._watcher is None:
+                from ..watch.watcher import Watcher
+
                 hooks = list(self.hooks)
                 if any(job.after for job in self.jobs):
                     from ..run.dependencies import OutboxSweep
@@ -226,6 +237,8 @@ class Composition:
     def pull_worker(self) -> Worker:
         """A new pull worker on the provider's queue (its visibility: the lease TTL plus one
         renewal interval, applied once in :func:`~cronwarden.hosting.trigger.lease_visibility`)."""
+        from .trigger import Worker
+
         return Worker(self.engine, self.queue)
 
     def close(self) -> None:

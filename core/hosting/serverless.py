@@ -10,38 +10,16 @@ delivery reaches the core ``Worker`` and its verdict the platform.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..model.errors import ConfigurationError
-from ..model.ports import Delivery, Publisher, Queue
-from ..run.engine import Engine
+from ..model.ports import Queue
 from .root import Composition
-from .trigger import Decision, Worker
+
+if TYPE_CHECKING:
+    from .trigger import Worker
 
 Q = TypeVar("Q", bound=Queue)
-
-
-class _InvocationWorker(Worker):
-    """The core worker of a function host: after each decision, the job pings of its run are
-    sent before the invocation returns (a platform may freeze the instance right after)."""
-
-    def __init__(
-        self,
-        engine: Engine,
-        *,
-        in_progress_retries: bool,
-        publisher: Callable[[], Publisher],
-        flush: Callable[[], None],
-    ) -> None:
-        super().__init__(engine, in_progress_retries=in_progress_retries, publisher=publisher)
-        self._flush = flush
-
-    def decide(self, delivery: Delivery, *, extend: Callable[[], None] | None = None) -> Decision:
-        try:
-            return super().decide(delivery, extend=extend)
-        finally:
-            self._flush()
 
 
 class HostedRuntime(Composition, abc.ABC):
@@ -72,7 +50,9 @@ class HostedRuntime(Composition, abc.ABC):
         returns after its job pings were sent (:meth:`Composition.flush_pings`)."""
         with self._lock:
             if self._host_worker is None:
-                self._host_worker = _InvocationWorker(
+                from ._invocation import InvocationWorker  # the engine loads with it
+
+                self._host_worker = InvocationWorker(
                     self.engine,
                     in_progress_retries=self.in_progress_retries,
                     publisher=self.run_queue,  # completion events of dependents

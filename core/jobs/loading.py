@@ -1,8 +1,8 @@
 """Loading a jobs module, and choosing a provider by configuration.
 
 ``CRONWARDEN_PROVIDER`` selects the provider (``local`` by default, ``gcp``, ``azure``,
-``aws``, ``postgres``); each provider reads its own settings from the environment (see its
-``from_env``). Job code never names a provider: moving clouds is a configuration change.
+``aws``, ``postgres``, ``redis``); each provider reads its own settings from the environment (see
+its ``from_env``). Job code never names a provider: moving clouds is a configuration change.
 Providers are named here by import path only: no layer of the core imports an adapter.
 """
 
@@ -28,6 +28,7 @@ PROVIDERS = {
     "azure": "cronwarden.adapters.azure:AzureProvider",
     "aws": "cronwarden.adapters.aws:AwsProvider",
     "postgres": "cronwarden.adapters.postgres:PostgresProvider",
+    "redis": "cronwarden.adapters.redis:RedisProvider",
 }
 
 
@@ -43,7 +44,8 @@ def provider_from_env(name: str | None = None, **options: Any) -> Provider:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        extra = {"gcp": "gcp", "azure": "azure", "aws": "aws", "postgres": "postgres"}.get(chosen)
+        extras = {"gcp": "gcp", "azure": "azure", "aws": "aws", "postgres": "postgres"}
+        extra = {**extras, "redis": "redis"}.get(chosen)
         hint = f" (pip install 'cronwarden[{extra}]')" if extra else ""
         raise ConfigurationError(f"provider {chosen!r} is not available: {exc}{hint}") from exc
     cls = getattr(module, attr)

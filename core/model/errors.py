@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .ports import Record
 
 
 class CronwardenError(Exception):
@@ -45,11 +48,18 @@ class CommitConflict(StoreError):
     ``index`` is the position of the failing operation; ``reason`` is ``"exists"`` (create of an
     existing record) or ``"version"`` (the record changed or vanished since it was read).
     Nothing of the commit was applied.
+
+    ``found``: the record the failing operation found, when the store returns it with the
+    refusal at no extra cost (DynamoDB's ``ReturnValuesOnConditionCheckFailure``); ``None``
+    when the store did not say (read it), never a guess.
     """
 
-    def __init__(self, index: int, reason: str, detail: str = "") -> None:
+    def __init__(
+        self, index: int, reason: str, detail: str = "", *, found: Record | None = None
+    ) -> None:
         self.index = index
         self.reason = reason
+        self.found = found
         super().__init__(f"commit refused at op {index}: {reason}{': ' + detail if detail else ''}")
 
 

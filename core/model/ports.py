@@ -489,6 +489,16 @@ class DeadLetters(abc.ABC):
     @abc.abstractmethod
     def redrive(self, limit: int = 10) -> int: ...
 
+    def dlq_remove(self, message_ids: Sequence[str]) -> int:
+        """Remove the dead letters whose ``message_id`` (as :meth:`dlq_peek` gives it) is in
+        ``message_ids``, and no other; returns how many were removed. Used once their windows
+        are recorded elsewhere (``cronwarden migrate``). A broker binding that cannot remove
+        single letters raises :class:`NotImplementedError` (nothing removed), so a caller says
+        the queue was not drained rather than pretending it was."""
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot remove single dead letters; drain them by hand"
+        )
+
 
 class Queue(Publisher, Consumer, DeadLetters):
     """A full broker binding: every role at once (what a pull worker and the CLI use).

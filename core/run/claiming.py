@@ -7,9 +7,10 @@ not (duplicate, in progress, overlap policy, payload mismatch, contention).
 * **Fast path**: nothing exists yet (the common case): one commit creates the run record and
   the lock and merges the status. One round trip.
 * **Judging a conflict**: the fast path was refused, so the run record and the lock are read
-  and judged (:meth:`Claimer.judge`): a finished run is a duplicate; a live lease on this run
-  key is in progress; a live lock of another run key is an overlap, settled by the job's
-  policy; a different payload is rejected.
+  (the run record not, when the store returned it with the refusal: DynamoDB) and judged
+  (:meth:`Claimer.judge`): a finished run is a duplicate; a live lease on this run key is in
+  progress; a live lock of another run key is an overlap, settled by the job's policy; a
+  different payload is rejected.
 * **Takeover**: a run whose lease ran out (or that failed) is updated against the version read:
   new owner, fence + 1, attempt + 1. A concurrent claimer loses the compare-and-set, reads
   again and judges again, at most ``CLAIM_ROUNDS`` times.
@@ -66,6 +67,19 @@ _BY_HAND = {"manual", "rerun", "backfill"}
 _SCHEDULED = {"schedule", "catch_up"}
 #: how long a retry of a window started before a pause waits before it looks again
 _PAUSED_RETRY_EVERY = 900.0
+#: the owner of a lock that fences a job moved to another provider (``cronwarden migrate``):
+#: the claim's fast path fails on it, and the contended path, which reads it, refuses
+MOVED_OWNER = "moved"
+MOVED_TO = "moved_to"  #: that lock's field naming the destination
+MOVING_IN = "moving_in"  #: that lock's field on the destination while the state is copied in
+#: status fields a migration writes: ``moved`` on the source (``{"to", "id", "at", "done"}``),
+#: ``moving_in`` on the destination while it is filled in (``{"from", "id", "at"}``) and
+#: ``migrated_from`` once it is open; the watcher stays quiet about a job moved or moving in
+STATUS_MOVED = "moved"
+STATUS_MOVING_IN = "moving_in"
+STATUS_MIGRATED_FROM = "migrated_from"
+#: how long a fire on a destination still being filled waits before it looks again
+_MOVING_IN_RETRY_EVERY = 5.0
 
 
 class Refused(enum.StrEnum):
@@ -156,6 +170,9 @@ class Claimer:
         payload_fp = fingerprint(request.payload)
 
         unknown: CommitOutcomeUnknown | None = None
+        #: the run record the last refused commit found, when the store returned it with the
+        #: refusal (no read needed); used once, by the next round
+        found_run: Record | None = None
         for round_no in range(CLAIM_ROUNDS):
             now = self.clock()
             lock = LockRecord(
@@ -174,7 +191,8 @@ class Claimer:
                 ops = [Create(run_k, run.to_data()), Create(lock_k, lock.to_data())]
                 opened = self._opened(recorded=1)
             else:
-                existing_run = self.store.get(run_k)
+                existing_run = found_run if found_run is not None else self.store.get(run_k)
+                found_run = None
                 # our owner token on it: a commit of ours whose reply was lost landed
                 adopted = self._landed(existing_run, lock_k, owner, ttl)
                 if adopted is not None:
@@ -212,7 +230,9 @@ class Claimer:
             ops.append(Merge(status_k, status_started(job.name, run, now), opened))
             try:
                 versions = self.store.commit(ops)
-            except CommitConflict:
+            except CommitConflict as conflict:
+                if conflict.index == 0 and conflict.reason == "exists":
+                    found_run = _found(conflict, run_k)
                 continue
             except CommitOutcomeUnknown as exc:
                 unknown = exc  # the next round reads it back
@@ -320,6 +340,8 @@ class Claimer:
     ) -> Refusal | None:
         """None when this worker may take the run; else the refusal."""
         key = request.run_key
+        if lock_record is not None and lock_record.data.get("owner") == MOVED_OWNER:
+            return self._moved(job, request, lock_record.data, run_record is None, now, log)
         lock = None if lock_record is None else LockRecord.from_data(lock_record.data)
         if run_record is not None:
             run = RunRecord.from_data(run_record.data)
@@ -445,6 +467,50 @@ class Claimer:
             delay_s=delay,
         )
         return Refusal(Refused.DEFERRED, delay=delay, reason="paused", detail=detail)
+
+    def _moved(
+        self,
+        job: Job,
+        request: RunRequest,
+        fence: Mapping[str, Any],
+        fresh: bool,
+        now: datetime,
+        log: RunLogger,
+    ) -> Refusal:
+        """The job moved to another provider (``cronwarden migrate``). On the source every claim
+        is refused with reason ``moved`` and acknowledged (a new window is recorded as excused,
+        naming the destination, without touching the status counters: the destination runs it);
+        on a destination still being filled in (``moving_in``) the claim waits (DEFERRED)."""
+        if fence.get(MOVING_IN):
+            detail = f"moving in from {fence.get(MOVING_IN)}; waits for the state"
+            log.event(
+                logging.INFO,
+                "run.deferred",
+                f"{job.name}: {request.run_key} {detail}",
+                reason="moving_in",
+            )
+            return Refusal(
+                Refused.DEFERRED, delay=_MOVING_IN_RETRY_EVERY, reason="moving_in", detail=detail
+            )
+        detail = f"moved to {fence.get(MOVED_TO) or '?'}"
+        if fresh:
+            excuse_window(
+                self.store,
+                job,
+                request,
+                now,
+                retention=self.retention,
+                reason="moved",
+                detail=detail,
+                record_only=True,
+            )
+        log.event(
+            logging.WARNING,
+            "run.skipped",
+            f"{job.name}: {request.run_key} {detail}",
+            reason="moved",
+        )
+        return Refusal(Refused.SKIPPED, reason="moved", detail=detail)
 
     def _overlap(
         self,
@@ -616,6 +682,12 @@ def _settled_by_run(record: Record | None, request: RunRequest, redrive: int) ->
     return run.state in (RunState.SUCCEEDED, RunState.DEAD_LETTERED)
 
 
+def _found(conflict: CommitConflict, key: Key) -> Record | None:
+    """The record ``conflict`` says its refused create of ``key`` found, or None (then read)."""
+    found = conflict.found
+    return found if isinstance(found, Record) and found.key == key else None
+
+
 def _backoff(job: Job, attempt: int) -> float:
     return job.retry.backoff(attempt).total_seconds()
 
@@ -631,10 +703,13 @@ def excuse_window(
     detail: str,
     status_fields: Mapping[str, Any] | None = None,
     increments: Mapping[str, int] | None = None,
+    record_only: bool = False,
 ) -> bool:
     """Account for ``request``'s window without running it (state ``excused`` with ``reason``:
     ``overlap_skip``, ``paused``), in one commit with the job's status. False when the window's
-    run record exists by now (nothing written: the window is accounted for already)."""
+    run record exists by now (nothing written: the window is accounted for already).
+    ``record_only``: the run record alone, the status untouched (a window another provider
+    accounts for: ``moved``)."""
     window_text = format_window(request.window)
     run = RunRecord(
         job=job.name,
@@ -653,13 +728,11 @@ def excuse_window(
     if store.capabilities.atomic_increment:
         bumps[WINDOWS_RECORDED] = 1
     fields = {**(status_fields or {}), **status_excused(run, now)}
+    ops: list[Op] = [Create(run_key_of(job.name, window_text), run.to_data())]
+    if not record_only:
+        ops.append(Merge(status_key_of(job.name), fields, bumps))
     try:
-        store.commit(
-            [
-                Create(run_key_of(job.name, window_text), run.to_data()),
-                Merge(status_key_of(job.name), fields, bumps),
-            ]
-        )
+        store.commit(ops)
     except CommitConflict:
         return False
     return True

@@ -12,7 +12,9 @@ the run over, the next ``ctx`` call raises :class:`~cronwarden.model.errors.Leas
 
 from __future__ import annotations
 
+import enum
 import json
+import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .ledger import (
     DONE_CODE,
+    FLUSH_EVERY,
     MAX_ITEM_KEY_CHARS,
     Ledger,
     LedgerItem,
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
     from .lease import Lease
 
 __all__ = [
+    "FLUSH_EVERY",
     "MAX_CHECKPOINT_BYTES",
     "MAX_ITEM_KEY_CHARS",
     "Ledger",
@@ -47,6 +51,20 @@ __all__ = [
 
 T = TypeVar("T")
 MAX_CHECKPOINT_BYTES = 32 * 1024
+
+
+#: seconds an item takes from which its done mark is written on its own (with the default
+#: ``flush_every``; 50 times a larger one), not waiting for a second item
+_LONG_ITEM = 0.25
+
+
+class _Default(enum.Enum):
+    """The type of an argument left out (``None`` means something else there)."""
+
+    DEFAULT = enum.auto()
+
+
+_DEFAULT = _Default.DEFAULT
 
 
 @dataclass(frozen=True)
@@ -162,14 +180,25 @@ class RunContext:
         key: Callable[[T], Any] | str | None = None,
         fingerprint_of: Callable[[T], Any] | None = None,
         batch_size: int | None = None,
+        flush_every: float | _Default | None = _DEFAULT,
     ) -> Iterator[LedgerItem[T]]:
         """Iterate ``iterable`` with at-most-once per item, resuming across attempts.
 
         Items are claimed in batches (one fenced write marks a batch *pending* and the previous
-        one *done*); an item counts as done once the loop moves past it. Items done by an
-        earlier attempt are not yielded again. Items a dead owner left pending are *uncertain*:
-        yielded again with ``uncertain=True`` (default) or quarantined. Reusing a key with a
-        different value (by ``fingerprint_of``, default: the value itself) raises
+        one *done*); an item counts as done once the loop moves past it. Done marks are group
+        committed: once the items finished since the last ledger write took ``flush_every``
+        seconds (default :attr:`Ledger.flush_every`, 5 ms) not counting the longest of them,
+        one fenced write records the items done so far, before the next item starts; an item
+        of 250 ms or more (50 ``flush_every`` when that is longer) is written at once. After a
+        crash or a takeover, at most the item in flight, the longest item finished since the
+        last write and items taking under ``flush_every`` in all are yielded again (items of
+        5 ms or more: at most 2; of 250 ms or more: the one in flight). ``flush_every=None``:
+        done marks ride on the next batch's write only (fewer writes; up to ``batch_size`` items
+        re-run after a crash).
+
+        Items done by an earlier attempt are not yielded again. Items a dead owner left pending
+        are *uncertain*: yielded again with ``uncertain=True`` (default) or quarantined. Reusing
+        a key with a different value (by ``fingerprint_of``, default: the value itself) raises
         :class:`~cronwarden.model.errors.FingerprintMismatch`.
 
         ``key``: a function of the item, an attribute/dict-key name, or None for ``str(item)``.
@@ -178,11 +207,23 @@ class RunContext:
         size = min(batch_size or ledger.batch_size, ledger.batch_size)
         if size < 1:
             raise ValueError("batch_size must be at least 1")
+        every = ledger.flush_every if isinstance(flush_every, _Default) else flush_every
+        if every is not None and (
+            isinstance(every, bool) or not isinstance(every, int | float) or not every >= 0
+        ):
+            raise ValueError(f"flush_every must be seconds >= 0 or None, not {every!r}")
         key_of = key_function(key)
         iterator = iter(iterable)
         loop = ledger.open_loop()
         check = self._lease.check
         counters = self.counters
+        clock = time.monotonic
+        interval = math.inf if every is None else every
+        alone = max(_LONG_ITEM, 50 * interval)  #: an item this long is flushed on its own
+        # since the last ledger write: when it was acknowledged, the last item's end, the longest
+        # gap between two item ends (the group commit below)
+        since = last = clock()
+        longest = 0.0
         try:
             while batch := list(islice(iterator, size)):
                 check()
@@ -192,12 +233,27 @@ class RunContext:
                 # owed before the write: if it fails (or its outcome is unknown) they are released
                 loop.claimed, loop.started = claimed.slots, 0
                 self._mark()  # the new pages, carrying the marks owed (previous batch done)
+                since = last = clock()
+                longest = 0.0
                 for (ready, _), (page, index) in zip(claimed.todo, claimed.slots, strict=True):
                     check()
                     loop.started += 1
                     yield ready
                     page.states[index] = DONE_CODE  # done: owed until a write carries it
                     counters["items_done"] = counters.get("items_done", 0) + 1
+                    now = clock()
+                    if now - last > longest:
+                        longest = now - last
+                    last = now
+                    # group commit once the items ended since the last write took `interval`
+                    # besides the longest of them: one short stall alone (a slow item, the
+                    # process descheduled) costs no write, so a batch of quick items stays one
+                    # write; a long item is written at once (its redo would cost the most)
+                    if now - since - longest >= interval or longest >= alone:
+                        check()  # a paused owner whose lease ran out writes nothing
+                        self._mark()  # group commit: the done marks owed so far
+                        since = last = clock()
+                        longest = 0.0
         finally:
             # break, an exception, a failed write: this loop's never-started items are released
             ledger.close_loop(loop)

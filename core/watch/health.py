@@ -99,6 +99,13 @@ class JobHealth:
             text += f"; alerts snoozed until {iso(snooze.until)}"
         if self.waiting_on:
             text += f"; {self.waiting_on}"
+        from ..run.claiming import STATUS_MOVED, STATUS_MOVING_IN
+
+        moved, moving_in = self.status.get(STATUS_MOVED), self.status.get(STATUS_MOVING_IN)
+        if isinstance(moved, dict):  # ``cronwarden migrate``
+            text = f"moved to {moved.get('to') or '?'} ({text})"
+        elif isinstance(moving_in, dict):
+            text += f"; moving in from {moving_in.get('from') or '?'}"
         return text
 
     @property

@@ -53,6 +53,7 @@ from ..model.records import (
 )
 from ..model.redaction import redact
 from ..run.accounting import Moment, account
+from ..run.claiming import STATUS_MOVED, STATUS_MOVING_IN
 from ..run.ledger import quarantined_text
 from .alerting.text import format_instant
 from .conditions import quiet_while_paused, run_conditions, snooze_filter
@@ -272,6 +273,8 @@ class Watcher:
                 extra={"quarantined": record.quarantined},
                 **common,
             )
+        if conditions and (status.get(STATUS_MOVED) or status.get(STATUS_MOVING_IN)):
+            conditions = {}  # the job runs on another provider now, or is moving in from one
         if conditions:
             conditions = {kind: _about(job, alert) for kind, alert in conditions.items()}
         return JobHealth(

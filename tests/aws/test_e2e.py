@@ -96,6 +96,35 @@ def test_round_trips_per_run_on_dynamodb(stack: Stack, age: int, expected: int) 
     assert spent == expected
 
 
+def test_a_duplicate_of_a_finished_window_is_judged_by_what_its_refused_claim_found(
+    stack: Stack,
+) -> None:
+    """The refused claim returns the run record it found (ALL_OLD): no read of it follows, so
+    a duplicate costs the refused claim and the status's duplicate count (2)."""
+    from cronwarden.adapters.aws.functions import make_handlers
+    from cronwarden.run.engine import EngineSettings
+
+    window = _hour()
+    now = _hour() + timedelta(minutes=5)
+    _, worker, _ = make_handlers(
+        e2e_jobs, provider=stack.provider, settings=EngineSettings(clock=lambda: now)
+    )
+    stack.host.handler = worker
+    event = {"v": 1, "job": "hourly", "scheduled_time": window.isoformat()}
+    stack.trigger(event, None)
+    assert stack.host.poll(wait=5.0) == 1
+    assert _run(stack, "hourly", window)["state"] == "succeeded"
+    ran = len(e2e_jobs.calls("hourly"))
+    stack.trigger(event, None)
+    store = stack.provider.store()
+    before = store.round_trips
+    assert stack.host.poll(wait=5.0) == 1
+    assert store.round_trips - before == 2
+    status = store.get(Key(STATUS, "hourly"))
+    assert status is not None and status.data.get("duplicates") == 1
+    assert len(e2e_jobs.calls("hourly")) == ran  # the handler did not run again
+
+
 def test_poison_is_dead_lettered_with_the_reason_then_redriven_by_the_cli(
     stack: Stack, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -28,6 +28,7 @@ from . import (
     ledger,
     liveness,
     machine,
+    peers,
     powertools,
     report,
     windows,
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     results["notes"] = NOTES
     for path, text in (
         (args.json, json.dumps(results, indent=1, default=str)),
-        (args.markdown, report.render(results)),
+        (args.markdown, peers.carried(args.markdown, report.render(results))),
     ):
         if os.path.dirname(path):
             os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -66,14 +66,21 @@ BROKER_PRICES = {
 
 
 def _size(data: dict[str, Any], key: Key) -> int:
-    """DynamoDB item size of a record as the adapter stores it: attribute names and values."""
-    from cronwarden.adapters.aws.store import encode
+    """DynamoDB item size of a record as the adapter stores it (its own encoding, ledger pages'
+    compact binary fields included): attribute names and values, by AWS's sizing rules."""
+    from cronwarden.adapters.aws.store import _full_item
 
-    size = len("pk") + len(key.job) + 8 + len("sk") + len(key.kind) + len(key.id) + 1
-    for name, value in data.items():
-        encoded = encode(value)
-        size += len(f"f.{name}") + len(next(iter(encoded.values())).encode())
-    return size + 16  # the version attribute
+    size = 0
+    for name, value in _full_item(key, data, "0" * 24).items():
+        ((kind, raw),) = value.items()
+        size += len(name.encode())
+        if kind == "B":
+            size += len(raw)
+        elif kind == "N":  # about one byte per two significant digits, plus one
+            size += len(raw.lstrip("-").strip("0") or "0") // 2 + 2
+        else:
+            size += len(str(raw).encode())
+    return size
 
 
 class Meter:

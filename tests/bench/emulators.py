@@ -19,7 +19,7 @@ from typing import Any
 
 from cronwarden.model.ports import Store
 
-STORES = ("sqlite", "firestore", "table", "dynamodb", "postgres", "s3", "blob", "gcs")
+STORES = ("sqlite", "firestore", "table", "dynamodb", "postgres", "redis", "s3", "blob", "gcs")
 
 
 class Unavailable(RuntimeError):
@@ -39,6 +39,7 @@ class Emulators:
         self._servicebus: Any = None
         self._moto: Any = None
         self._postgres: Any = None
+        self._redis: Any = None
         self.startup_s: dict[str, float] = {}
         self._closers: list[Callable[[], None]] = []
 
@@ -180,6 +181,23 @@ class Emulators:
         self._closers.append(lambda: drop_schema(dsn, schema))
         return PostgresSettings(dsn=dsn, schema=schema, expire_every=0)
 
+    def redis(self) -> Any:
+        """A private redis-server (``.url``; Debian's package), no persistence."""
+        if self._redis is None:
+            from cronwarden.emulators.redis import RedisServer, missing_reason
+
+            reason = missing_reason()
+            if reason:
+                raise Unavailable(reason)
+            self._redis = self._started("redis", lambda: RedisServer().start(), lambda s: s.stop())
+        return self._redis
+
+    def redis_settings(self) -> Any:
+        """Settings for a fresh key prefix on :meth:`redis`."""
+        from cronwarden.adapters.redis import RedisSettings
+
+        return RedisSettings(url=self.redis().url, prefix=f"bench{uuid.uuid4().hex[:10]}")
+
     # -- fresh stores -----------------------------------------------------------------------
     @contextlib.contextmanager
     def store(self, name: str) -> Iterator[Store]:
@@ -208,6 +226,10 @@ class Emulators:
             from cronwarden.adapters.postgres import PostgresStore
 
             store = PostgresStore(self.postgres_settings())
+        elif name == "redis":
+            from cronwarden.adapters.redis import RedisStore
+
+            store = RedisStore(self.redis_settings())
         elif name == "s3":
             from cronwarden.adapters.objectstore import ObjectStore, S3Objects, S3Settings
 

@@ -28,26 +28,11 @@ from cronwarden.run.engine import OutcomeKind
 from .emulators import Emulators
 from .stats import summary
 
-ITEMS = {
-    "sqlite": 2000,
-    "firestore": 500,
-    "table": 500,
-    "dynamodb": 500,
-    "postgres": 2000,
-    "s3": 500,
-    "blob": 500,
-    "gcs": 500,
-}
-PER_ITEM = {
-    "sqlite": 500,
-    "firestore": 150,
-    "table": 150,
-    "dynamodb": 150,
-    "postgres": 500,
-    "s3": 150,
-    "blob": 150,
-    "gcs": 150,
-}
+ITEMS = {"sqlite": 2000, "firestore": 500, "table": 500, "dynamodb": 500, "postgres": 2000}
+PER_ITEM = {"sqlite": 500, "firestore": 150, "table": 150, "dynamodb": 150, "postgres": 500}
+ITEMS["redis"], PER_ITEM["redis"] = 2000, 500
+ITEMS["s3"] = ITEMS["blob"] = ITEMS["gcs"] = 500
+PER_ITEM["s3"] = PER_ITEM["blob"] = PER_ITEM["gcs"] = 150
 REPEATS = 5
 
 
@@ -255,6 +240,32 @@ class _Postgres(_Native):
         self.conn.close()
 
 
+class _Redis(_Native):
+    """redis-py on its own client: a batch is one ``MULTI``/``EXEC`` pipeline of ``SET``s (one
+    round trip), create ``SET NX``, update ``SET XX``; each record one JSON string."""
+
+    def __init__(self, settings: Any) -> None:
+        import redis
+
+        self.client = redis.Redis.from_url(settings.url)
+        self.prefix = f"{settings.prefix}:raw{uuid.uuid4().hex[:6]}"
+
+    def batch(self, job: str, ops: list[tuple[str, dict[str, Any]]]) -> None:
+        pipe = self.client.pipeline(transaction=True)
+        for k, d in ops:
+            pipe.set(f"{self.prefix}:{{{job}}}:{k}", json.dumps(d, separators=(",", ":")))
+        pipe.execute()
+
+    def create(self, job: str, key: str, data: dict[str, Any]) -> None:
+        self.client.set(f"{self.prefix}:{{{job}}}:{key}", json.dumps(data), nx=True)
+
+    def update(self, job: str, key: str, data: dict[str, Any]) -> None:
+        self.client.set(f"{self.prefix}:{{{job}}}:{key}", json.dumps(data), xx=True)
+
+    def close(self) -> None:
+        self.client.close()
+
+
 class _Objects(_Native):
     """Object storage through its own client (:class:`ConditionalObjects`): a batch is one
     object holding its page records, written once; an item is an object of its own, created
@@ -290,6 +301,8 @@ def _native(name: str, store: Any, workdir: str) -> _Native:
     if name == "postgres":
         store.db.ensure_schema()  # the raw table lives in the store's schema
         return _Postgres(store.settings)
+    if name == "redis":
+        return _Redis(store.settings)
     if name == "firestore":
         return _Firestore(store.client)
     return _Table(store._table)
@@ -388,3 +401,84 @@ def measure(emulators: Emulators, stores: list[str], repeats: int = REPEATS) -> 
             **{key: value["median"] for key, value in ratios.items()},
         }
     return results
+
+
+# -- crash redo: the price of batching after a SIGKILL -----------------------------------------
+#: (flush_every, batch_size) settings compared by :func:`crash_redo` ("default": the ledger's)
+REDO_SETTINGS = [("default", 100), ("0.05", 100), ("none", 100), ("none", 10), ("none", 1)]
+
+
+def crash_redo(spec: str, workdir: str, seeds: int = 5, items: int = 100) -> list[dict[str, Any]]:
+    """Per setting: side effects repeated after a SIGKILL at a random item of ``items`` items
+    of 5 ms (one owner process per attempt, ``tests.ledger.crash_worker``; the restart takes the
+    run over once the dead owner's lease ran out), and the round trips of an uninterrupted run.
+    ``spec``: ``sqlite:DIR`` (a fresh file per trial) or ``postgres:DSN`` (a fresh schema)."""
+    import os
+    import random
+    import signal
+    from pathlib import Path
+
+    from tests.ledger import test_crash_redo as trial
+
+    def fresh() -> str:
+        if spec.startswith("sqlite:"):
+            return f"sqlite:{os.path.join(workdir, uuid.uuid4().hex[:8])}.db"
+        return f"{spec}#cw_redo_{uuid.uuid4().hex[:8]}"
+
+    trial.ITEMS = items
+    found = []
+    for flush, batch in REDO_SETTINGS:
+        extra = ["--items", str(items), "--flush-every", flush, "--batch-size", str(batch)]
+        repeated = []
+        for seed in range(seeds):
+            store, effects = fresh(), Path(workdir) / f"fx-{uuid.uuid4().hex[:8]}.jsonl"
+            owners = [trial.Owner(store, effects, *extra)]
+            try:
+                rng = random.Random(seed)
+                kill_at = rng.randint(2, items - 10)
+                trial.poll(lambda e=effects, k=kill_at: len(trial.read_effects(e)) >= k)
+                time.sleep(rng.uniform(0, 0.006))  # a random point in the next item
+                owners[0].signal(signal.SIGKILL)
+                owners[0].proc.wait(timeout=10)
+                trial.restart_until_done(store, effects, owners)
+                lines = trial.read_effects(effects)
+                first = {e["key"] for e in lines if e["pid"] == owners[0].proc.pid}
+                again = [e for e in lines if e["pid"] != owners[0].proc.pid and e["key"] in first]
+                if not all(e["uncertain"] for e in again):
+                    raise RuntimeError(f"a repeated item was not flagged uncertain: {again}")
+                repeated.append(len(again))
+            finally:
+                for owner in owners:
+                    owner.close()
+        clean = trial.Owner(fresh(), Path(workdir) / f"fx-{uuid.uuid4().hex[:8]}.jsonl", *extra)
+        try:
+            trips = clean.outcome()["round_trips"]
+        finally:
+            clean.close()
+        found.append(
+            {
+                "flush_every": flush,
+                "batch_size": batch,
+                "repeated": repeated,
+                "round_trips": trips,
+            }
+        )
+    return found
+
+
+if __name__ == "__main__":  # python -m tests.bench.ledger [postgres]: the crash-redo table
+    import sys
+    import tempfile
+
+    where = tempfile.mkdtemp(prefix="cw-redo-")
+    if sys.argv[1:] == ["postgres"]:
+        from cronwarden.emulators.postgres import PostgresServer
+
+        server = PostgresServer().start()
+        try:
+            rows = crash_redo(f"postgres:{server.dsn}", where)
+        finally:
+            server.stop()
+    else:
+        rows = crash_redo("sqlite:", where)
+    print(json.dumps(rows, indent=1))

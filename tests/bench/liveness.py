@@ -72,7 +72,7 @@ def _status(name: str, now: datetime) -> dict[str, Any]:
 
 def _seed(name: str, store: Store, first: int, last: int, now: datetime) -> None:
     jobs = [_name(i) for i in range(first, last)]
-    if name in ("sqlite", "postgres", "s3", "blob", "gcs"):
+    if name in ("sqlite", "postgres", "redis", "s3", "blob", "gcs"):
         for j in jobs:
             store.commit([Merge(Key(STATUS, j), _status(j, now))])
     elif name == "dynamodb":
@@ -175,6 +175,8 @@ def _floor(name: str, store: Any, keys_only: bool = False) -> Any:
             return [item for page in pages for item in page["Items"]]
 
         return scan
+    if name == "redis":
+        return _redis_floor(store, keys_only)
     if name in ("s3", "blob", "gcs"):
         objects = store.objects
         folder = store.prefix + "jobs/"
@@ -188,6 +190,26 @@ def _floor(name: str, store: Any, keys_only: bool = False) -> Any:
 
         return read_all
     raise ValueError(name)
+
+
+def _redis_floor(store: Any, keys_only: bool) -> Any:
+    """redis-py alone: the jobs hash, then (not keys only) one pipeline of ``HGETALL`` of every
+    job's status record: two round trips."""
+    from cronwarden.adapters.redis.store import tag
+
+    client = store.link.client()
+    jobs_key = f"{store.prefix}:jobs"
+
+    def read() -> list[Any]:
+        jobs = [j.decode() for j in client.hkeys(jobs_key)]
+        if keys_only:
+            return jobs
+        pipe = client.pipeline(transaction=False)
+        for j in jobs:
+            pipe.hgetall(f"{store.prefix}:{{{tag(j)}}}:r:{STATUS}:")
+        return list(pipe.execute())
+
+    return read
 
 
 def measure(

@@ -28,7 +28,7 @@ SIZES = (10, 1_000, 10_000)
 REPEATS = 3
 SCHEDULES = 60  #: hourly jobs spread over the hour: 60 distinct schedules
 GAP_EVERY = 100  #: 1% of the jobs hold a gap
-LOCAL = ("sqlite", "postgres")  #: seeded from one thread; the others from a pool
+LOCAL = ("sqlite", "postgres", "redis")  #: seeded from one thread; the others from a pool
 
 
 def _job(i: int) -> Job:

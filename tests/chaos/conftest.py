@@ -48,6 +48,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         pytest.param("azure", marks=pytest.mark.azure),
         pytest.param("aws", marks=pytest.mark.aws),
         pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("redis", marks=pytest.mark.redis),
         pytest.param("s3", marks=pytest.mark.aws),
         pytest.param("blob", marks=pytest.mark.azure),
         pytest.param("gcs", marks=pytest.mark.gcp),
@@ -85,6 +86,8 @@ def stack(request: pytest.FixtureRequest) -> Stack:
         }
     elif name == "postgres":
         emulators = {"postgres": request.getfixturevalue("postgres_server")}
+    elif name == "redis":
+        emulators = {"redis": request.getfixturevalue("redis_server")}
     return Stack(name, emulators)
 
 

@@ -9,6 +9,10 @@ test process and in every chaos worker process), fresh namespaces per trial, and
   both, so an outage of either part freezes both.
 * ``postgres``: the Postgres store + queue on the session's PostgreSQL server, a fresh schema
   per trial; an outage (store or broker: one server holds both) freezes every server process.
+* ``redis``: the Redis store + Streams queue on the session's redis-server, a fresh key prefix
+  per trial; an outage (one server holds both) *restarts* the server: stopped (its append-only
+  file flushed), down for the outage, started again on the same port and file, so clients see
+  refused connections and lost replies, then a server that lost no acknowledged write.
 * ``s3``: the object store on S3 + SQS, both on the session's moto server, a fresh bucket and
   queues per trial (an outage of either part freezes both, as for ``aws``).
 * ``blob``: the object store on Azure Blob Storage (an Azurite with its Blob service, a fresh
@@ -40,7 +44,7 @@ from typing import Any
 
 from cronwarden.model.ports import Queue, Store
 
-PROVIDERS = ("local", "gcp", "azure", "aws", "postgres", "s3", "blob", "gcs")
+PROVIDERS = ("local", "gcp", "azure", "aws", "postgres", "redis", "s3", "blob", "gcs")
 
 
 def build(spec: dict[str, Any]) -> tuple[Store, Queue]:
@@ -105,6 +109,16 @@ def build(spec: dict[str, Any]) -> tuple[Store, Queue]:
             expire_every=0,
         )
         return PostgresStore(settings), PostgresQueue(settings)
+    if kind == "redis":
+        from cronwarden.adapters.redis import RedisQueue, RedisSettings, RedisStore
+
+        redis_settings = RedisSettings(
+            url=spec["url"],
+            prefix=spec["prefix"],
+            max_deliveries=spec["max_deliveries"],
+            timeout=5,  # the client gives up on a silent server 5 s later
+        )
+        return RedisStore(redis_settings), RedisQueue(redis_settings)
     if kind == "s3":
         from cronwarden.adapters.aws import AwsSettings, SqsQueue
         from cronwarden.adapters.objectstore import ObjectStore, S3Objects, S3Settings
@@ -226,6 +240,13 @@ class Stack:
                 "schema": f"chaos_{uuid.uuid4().hex[:10]}",
                 "max_deliveries": max_deliveries,
             }
+        if self.name == "redis":
+            return {
+                "kind": "redis",
+                "url": self.emulators["redis"].url,
+                "prefix": f"chaos{uuid.uuid4().hex[:10]}",
+                "max_deliveries": max_deliveries,
+            }
         azurite, sb = self.emulators["azurite"], self.emulators["servicebus"]
         queue = sb.create_queue(
             max_delivery_count=max_deliveries,
@@ -250,6 +271,11 @@ class Stack:
 
             with contextlib.suppress(Exception):
                 drop_schema(spec["dsn"], spec["schema"])
+        if spec["kind"] == "redis":
+            from cronwarden.emulators.redis.pytest_plugin import delete_prefix
+
+            with contextlib.suppress(Exception):
+                delete_prefix(spec["url"], spec["prefix"])
         if spec["kind"] == "azure":
             with contextlib.suppress(Exception):
                 self.emulators["servicebus"].delete_queue(spec["queue"])
@@ -295,6 +321,14 @@ class Stack:
                 yield
             finally:
                 server.thaw()
+            return
+        if self.name == "redis":
+            server = self.emulators["redis"]
+            server.stop(keep_directory=True)
+            try:
+                yield
+            finally:
+                server.start()
             return
         pgids = self._pgids(part)
         _freeze(pgids, signal.SIGSTOP)

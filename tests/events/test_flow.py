@@ -41,6 +41,7 @@ STACKS = {  # provider: (store, queue) as its host builds them
     "gcp": ("firestore", "pubsub"),
     "azure": ("table", "servicebus"),
     "aws": ("dynamodb", "sqs"),
+    "redis": ("redis", "redis"),
 }
 # recent windows of the hourly upstreams (the watcher accounts for the last 30 days)
 W = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)

@@ -33,6 +33,7 @@ REFUSED: dict[str, set[str]] = {
     "firestore": {"mib", *_SURROGATES},
     "table": {"mib", *_SURROGATES},
     "dynamodb": {"mib", *_SURROGATES},
+    "redis": set(_SURROGATES),  # binary-safe strings: NUL and 1 MiB are held
 }
 
 

@@ -296,3 +296,55 @@ def test_a_frozen_server_fails_calls_instead_of_hanging_them() -> None:
             assert record is not None and record.data["n"] in (0, 1)  # unknown: either is fine
         finally:
             store.close()
+
+
+def _merges(job: str) -> list[Merge]:
+    """One fields-only merge per record: a string and a null field (null counts as 0)."""
+    return [Merge(Key(STATUS, job, f"m{i}"), {"s": f"v{i}", "z": None}) for i in range(9)]
+
+
+def test_a_small_commit_is_one_plain_statement_with_the_functions_semantics(
+    settings: PostgresSettings, make_store: Callable[..., PostgresStore]
+) -> None:
+    """Up to MAX_OPS ops go as one plain statement (.commit_sql), more through commit_ops: the
+    same records, versions and refusals either way."""
+    from cronwarden.adapters.postgres.commit_sql import MAX_OPS
+
+    store = make_store()
+    small, large = _merges("small")[:1], _merges("large")
+    assert len(small) <= MAX_OPS < len(large)
+    for ops in (small, large):
+        store.commit(ops)
+        # increments from missing (n) and null (z), a maximum taken by a missing field (x)
+        store.commit([Merge(o.key, {"s": "w"}, {"n": 2, "z": 3}, {"x": 5}) for o in ops])
+        store.commit([Merge(o.key, {}, {"n": 1}, maximums={"x": 4}) for o in ops])  # kept
+        store.commit([Merge(o.key, {}, {}, maximums={"x": 9}) for o in ops])  # raised
+    for key in (small[0].key, large[0].key):
+        record = store.get(key)
+        assert record is not None
+        assert record.data == {"s": "w", "z": 3, "n": 3, "x": 9}
+
+    # the first refused op (by index) is reported; nothing of the commit applied
+    run, gone, taken = (Key(RUN, "small", w) for w in ("w1", "w2", "w3"))
+    version, _, _ = store.commit([Create(run, {"a": 1}), Create(gone, {}), Create(taken, {})])
+    fresh = Key(RUN, "small", "w4")
+    ops = [
+        Merge(Key(STATUS, "small"), {"touched": True}),
+        Update(run, {"a": 2}, version),
+        Create(fresh, {"a": 1}),
+        Delete(gone, 12345),  # refused: a version it never had
+        Create(taken, {}),  # refused too, but later
+    ]
+    with pytest.raises(CommitConflict) as refused:
+        store.commit(ops)
+    assert (refused.value.index, refused.value.reason) == (3, "version")
+    assert store.get(fresh) is None and store.get(Key(STATUS, "small")) is None
+    got = store.get(run)
+    assert got is not None and got.data == {"a": 1} and got.version == version
+    with pytest.raises(CommitConflict) as exists:
+        store.commit([Create(fresh, {}), Create(taken, {})])
+    assert (exists.value.index, exists.value.reason) == (1, "exists")
+    versions = store.commit(ops[:3])
+    assert versions[0] == versions[1] == versions[2] and versions[0] != version
+    (deleted,) = store.commit([Delete(run, versions[1])])
+    assert deleted is None and store.get(run) is None

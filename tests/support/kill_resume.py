@@ -33,7 +33,7 @@ def job_env(effects_db: Path) -> dict[str, str]:
         "CW_TEST_ITEMS": str(ITEMS),
         "CW_TEST_BATCH": str(BATCH),
         "CW_TEST_ITEM_DELAY": "0.05",
-        "CW_TEST_RUNTIME": "2s",
+        "CW_TEST_RUNTIME": "6s",  # the resumed attempt must finish inside one lease under load
     }
 
 

@@ -141,6 +141,28 @@ def test_redrive_moves_capped_batches(queue: Queue) -> None:
     wait_for(lambda: queue.dlq_depth() == 0)
 
 
+def test_dlq_remove_removes_exactly_the_named_letters(queue: Queue) -> None:
+    """``dlq_remove`` deletes the letters named and no other, or (a broker that cannot remove
+    single letters) raises ``NotImplementedError`` with every letter still there."""
+    for body in (b"first", b"second"):
+        queue.publish(body)
+        queue.dead_letter(receive_one(queue), "PermanentError", "the contract's")
+    wait_for(lambda: queue.dlq_depth() == 2)
+    letters = {letter.body: letter.message_id for letter in queue.dlq_peek(10)}
+    assert set(letters) == {b"first", b"second"}
+    try:
+        assert queue.dlq_remove([]) == 0
+        removed = queue.dlq_remove([letters[b"first"], "no-such-letter"])
+    except NotImplementedError:
+        assert queue.dlq_depth() == 2
+        return
+    assert removed == 1
+    wait_for(lambda: queue.dlq_depth() == 1)
+    assert [letter.body for letter in queue.dlq_peek(10)] == [b"second"]
+    assert queue.dlq_remove([letters[b"first"]]) == 0  # gone already: nothing else removed
+    assert queue.dlq_depth() == 1
+
+
 def test_broker_dead_letters_after_max_deliveries(queue: Queue) -> None:
     limit = getattr(queue, "max_deliveries", 3)
     queue.publish(b"crashloop")
