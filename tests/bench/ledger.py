@@ -31,6 +31,8 @@ from .stats import summary
 ITEMS = {"sqlite": 2000, "firestore": 500, "table": 500, "dynamodb": 500, "postgres": 2000}
 PER_ITEM = {"sqlite": 500, "firestore": 150, "table": 150, "dynamodb": 150, "postgres": 500}
 ITEMS["redis"], PER_ITEM["redis"] = 2000, 500
+ITEMS["s3"] = ITEMS["blob"] = ITEMS["gcs"] = 500
+PER_ITEM["s3"] = PER_ITEM["blob"] = PER_ITEM["gcs"] = 150
 REPEATS = 5
 
 
@@ -264,7 +266,34 @@ class _Redis(_Native):
         self.client.close()
 
 
+class _Objects(_Native):
+    """Object storage through its own client (:class:`ConditionalObjects`): a batch is one
+    object holding its page records, written once; an item is an object of its own, created
+    if absent, then replaced under its version (the per-item pattern)."""
+
+    def __init__(self, store: Any) -> None:
+        self.objects = store.objects
+        self.versions: dict[str, str] = {}
+
+    def batch(self, job: str, ops: list[tuple[str, dict[str, Any]]]) -> None:
+        body = json.dumps(dict(ops), separators=(",", ":")).encode()
+        self.objects.put_if_absent(f"raw/{job}/{uuid.uuid4().hex}", body)
+
+    def create(self, job: str, key: str, data: dict[str, Any]) -> None:
+        name = f"raw/{job}/{key}"
+        self.versions[name] = self.objects.put_if_absent(name, json.dumps(data).encode())
+
+    def update(self, job: str, key: str, data: dict[str, Any]) -> None:
+        name = f"raw/{job}/{key}"
+        self.objects.put_if_version(name, json.dumps(data).encode(), self.versions[name])
+
+    def close(self) -> None:
+        return None
+
+
 def _native(name: str, store: Any, workdir: str) -> _Native:
+    if name in ("s3", "blob", "gcs"):
+        return _Objects(store)
     if name == "dynamodb":
         return _Dynamo(store)
     if name == "sqlite":

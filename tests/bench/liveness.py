@@ -72,7 +72,7 @@ def _status(name: str, now: datetime) -> dict[str, Any]:
 
 def _seed(name: str, store: Store, first: int, last: int, now: datetime) -> None:
     jobs = [_name(i) for i in range(first, last)]
-    if name in ("sqlite", "postgres", "redis"):
+    if name in ("sqlite", "postgres", "redis", "s3", "blob", "gcs"):
         for j in jobs:
             store.commit([Merge(Key(STATUS, j), _status(j, now))])
     elif name == "dynamodb":
@@ -177,6 +177,18 @@ def _floor(name: str, store: Any, keys_only: bool = False) -> Any:
         return scan
     if name == "redis":
         return _redis_floor(store, keys_only)
+    if name in ("s3", "blob", "gcs"):
+        objects = store.objects
+        folder = store.prefix + "jobs/"
+
+        def read_all() -> list[Any]:
+            names = [n for page in objects.list(folder) for n, _ in page]
+            if keys_only:
+                return names
+            with ThreadPoolExecutor(8) as pool:
+                return list(pool.map(objects.get, names))
+
+        return read_all
     raise ValueError(name)
 
 

@@ -49,6 +49,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         pytest.param("aws", marks=pytest.mark.aws),
         pytest.param("postgres", marks=pytest.mark.postgres),
         pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("s3", marks=pytest.mark.aws),
+        pytest.param("blob", marks=pytest.mark.azure),
+        pytest.param("gcs", marks=pytest.mark.gcp),
     ]
 )
 def stack(request: pytest.FixtureRequest) -> Stack:
@@ -65,8 +68,22 @@ def stack(request: pytest.FixtureRequest) -> Stack:
             "azurite": request.getfixturevalue("azurite"),
             "servicebus": request.getfixturevalue("servicebus_emulator"),
         }
-    elif name == "aws":
+    elif name in ("aws", "s3"):
         emulators = {"moto": request.getfixturevalue("moto_server")}
+    elif name == "gcs":
+        from tests.backends import fake_gcs
+
+        emulators = {
+            "gcs": fake_gcs(request),
+            "pubsub": request.getfixturevalue("pubsub_emulator"),
+        }
+    elif name == "blob":
+        from tests.backends import blob_azurite
+
+        emulators = {
+            "azurite_blob": blob_azurite(request),
+            "servicebus": request.getfixturevalue("servicebus_emulator"),
+        }
     elif name == "postgres":
         emulators = {"postgres": request.getfixturevalue("postgres_server")}
     elif name == "redis":

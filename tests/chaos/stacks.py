@@ -13,6 +13,12 @@ test process and in every chaos worker process), fresh namespaces per trial, and
   per trial; an outage (one server holds both) *restarts* the server: stopped (its append-only
   file flushed), down for the outage, started again on the same port and file, so clients see
   refused connections and lost replies, then a server that lost no acknowledged write.
+* ``s3``: the object store on S3 + SQS, both on the session's moto server, a fresh bucket and
+  queues per trial (an outage of either part freezes both, as for ``aws``).
+* ``blob``: the object store on Azure Blob Storage (an Azurite with its Blob service, a fresh
+  container per trial) + Service Bus on cronwarden's emulator (a fresh queue).
+* ``gcs``: the object store on Google Cloud Storage (fake-gcs-server, a fresh bucket per trial)
+  + Pub/Sub on the official emulator (a fresh project).
 
 Outages. The emulators keep their state in memory, so killing and restarting one would be a
 wipe (disaster recovery), not an outage: an outage here *freezes* the emulator's whole process
@@ -38,7 +44,7 @@ from typing import Any
 
 from cronwarden.model.ports import Queue, Store
 
-PROVIDERS = ("local", "gcp", "azure", "aws", "postgres", "redis")
+PROVIDERS = ("local", "gcp", "azure", "aws", "postgres", "redis", "s3", "blob", "gcs")
 
 
 def build(spec: dict[str, Any]) -> tuple[Store, Queue]:
@@ -113,6 +119,50 @@ def build(spec: dict[str, Any]) -> tuple[Store, Queue]:
             timeout=5,  # the client gives up on a silent server 5 s later
         )
         return RedisStore(redis_settings), RedisQueue(redis_settings)
+    if kind == "s3":
+        from cronwarden.adapters.aws import AwsSettings, SqsQueue
+        from cronwarden.adapters.objectstore import ObjectStore, S3Objects, S3Settings
+
+        aws = AwsSettings(
+            endpoint_url=spec["endpoint"],
+            queue=spec["queue"],
+            max_receive_count=spec["max_deliveries"],
+            create_missing=True,
+            read_timeout=10.0,
+            max_attempts=2,
+        )
+        s3 = S3Settings(bucket=spec["bucket"], aws=aws)
+        return ObjectStore(S3Objects.from_settings(s3)), SqsQueue.from_settings(aws)
+    if kind == "blob":
+        from cronwarden.adapters.azure import ServiceBusQueue
+        from cronwarden.adapters.objectstore import ObjectStore
+        from cronwarden.adapters.objectstore.azure_blobs import BlobObjects
+
+        objects = BlobObjects.from_connection_string(
+            spec["blobs"], spec["container"], create_missing=True
+        )
+        sbq = ServiceBusQueue.from_connection_string(
+            spec["servicebus"], spec["queue"], max_deliveries=spec["max_deliveries"]
+        )
+        return ObjectStore(objects), sbq
+    if kind == "gcs":
+        from cronwarden.adapters.gcp import PubSubQueue
+        from cronwarden.adapters.objectstore import ObjectStore
+        from cronwarden.adapters.objectstore.gcs import GcsObjects
+
+        gcs = GcsObjects.connect(spec["bucket"], emulator_host=spec["gcs"], create_missing=True)
+        queue = PubSubQueue(
+            spec["project"],
+            "runs",
+            "worker",
+            max_deliveries=spec["max_deliveries"],
+            ack_deadline=10,
+            retry_backoff=(0.0, 1.0),
+            emulator_host=spec["pubsub"],
+            create_missing=True,
+            rpc_timeout=10.0,
+        )
+        return ObjectStore(gcs), queue
     raise ValueError(f"unknown stack {kind!r}")
 
 
@@ -151,6 +201,38 @@ class Stack:
                 "queue": f"cw-chaos-{suffix}",
                 "max_deliveries": max_deliveries,
             }
+        if self.name == "s3":
+            suffix = uuid.uuid4().hex[:10]
+            return {
+                "kind": "s3",
+                "endpoint": self.emulators["moto"].endpoint,
+                "bucket": f"cw-chaos-{suffix}",
+                "queue": f"cw-chaos-{suffix}",
+                "max_deliveries": max_deliveries,
+            }
+        if self.name == "gcs":
+            return {
+                "kind": "gcs",
+                "bucket": f"cw-chaos-{uuid.uuid4().hex[:10]}",
+                "gcs": self.emulators["gcs"].endpoint,
+                "project": f"cw-chaos-{uuid.uuid4().hex[:10]}",
+                "pubsub": self.emulators["pubsub"].address,
+                "max_deliveries": max(5, max_deliveries),
+            }
+        if self.name == "blob":
+            sb = self.emulators["servicebus"]
+            return {
+                "kind": "blob",
+                "blobs": self.emulators["azurite_blob"].connection_string,
+                "container": f"cw-chaos-{uuid.uuid4().hex[:10]}",
+                "servicebus": sb.connection_string,
+                "queue": sb.create_queue(
+                    max_delivery_count=max_deliveries,
+                    lock_duration=5.0,
+                    requires_duplicate_detection=True,
+                ),
+                "max_deliveries": max_deliveries,
+            }
         if self.name == "postgres":
             return {
                 "kind": "postgres",
@@ -181,6 +263,9 @@ class Stack:
         }
 
     def drop(self, spec: dict[str, Any]) -> None:
+        if spec["kind"] == "blob":
+            with contextlib.suppress(Exception):
+                self.emulators["servicebus"].delete_queue(spec["queue"])
         if spec["kind"] == "postgres":
             from cronwarden.emulators.postgres.pytest_plugin import drop_schema
 
@@ -199,11 +284,16 @@ class Stack:
 
     # -- outages ----------------------------------------------------------------------------
     def _pgids(self, part: str) -> list[int]:
-        if self.name == "gcp":
-            emulator = self.emulators["firestore" if part == "store" else "pubsub"]
+        if self.name in ("gcp", "gcs"):
+            emulator = self.emulators[
+                ("firestore" if self.name == "gcp" else "gcs") if part == "store" else "pubsub"
+            ]
             return [emulator.pid]
-        if self.name == "aws":
+        if self.name in ("aws", "s3"):
             return [self.emulators["moto"].pid]
+        if self.name == "blob":
+            blob = self.emulators["azurite_blob"]
+            return blob.pids[1:] if part == "store" else [self.emulators["servicebus"].pid]
         if part == "store":
             return list(self.emulators["azurite"].pids)
         return [self.emulators["servicebus"].pid]
