@@ -260,6 +260,7 @@ _WHERE = {
         "CRONWARDEN_SERVICEBUS_QUEUE",
     ),
     "postgres": (),
+    "s3": ("CRONWARDEN_S3_BUCKET", "CRONWARDEN_S3_PREFIX", "CRONWARDEN_SQS_QUEUE"),
 }
 
 

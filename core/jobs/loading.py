@@ -29,6 +29,7 @@ PROVIDERS = {
     "aws": "cronwarden.adapters.aws:AwsProvider",
     "postgres": "cronwarden.adapters.postgres:PostgresProvider",
     "redis": "cronwarden.adapters.redis:RedisProvider",
+    "s3": "cronwarden.adapters.objectstore:S3Provider",
 }
 
 
@@ -45,7 +46,7 @@ def provider_from_env(name: str | None = None, **options: Any) -> Provider:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         extras = {"gcp": "gcp", "azure": "azure", "aws": "aws", "postgres": "postgres"}
-        extra = {**extras, "redis": "redis"}.get(chosen)
+        extra = {**extras, "redis": "redis", "s3": "aws"}.get(chosen)
         hint = f" (pip install 'cronwarden[{extra}]')" if extra else ""
         raise ConfigurationError(f"provider {chosen!r} is not available: {exc}{hint}") from exc
     cls = getattr(module, attr)

@@ -91,7 +91,7 @@ def test_debug_shows_the_traceback(cw, tmp_path: Path) -> None:
         (
             ["status", "--jobs", "good.py", "--provider", "nimbus"],
             "error: unknown provider 'nimbus'; choose one of aws, azure, gcp, local, postgres, "
-            "redis",
+            "redis, s3",
         ),
     ],
 )

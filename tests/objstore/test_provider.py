@@ -55,8 +55,7 @@ def test_status_shows_a_run_on_s3(moto_server: Any, monkeypatch: pytest.MonkeyPa
         assert outcome.kind.value == "succeeded", outcome
     finally:
         provider.close()
-    # the registration the lead adds to cronwarden.jobs.loading.PROVIDERS
-    monkeypatch.setitem(loading.PROVIDERS, "s3", "cronwarden.adapters.objectstore:S3Provider")
+    assert loading.PROVIDERS["s3"] == "cronwarden.adapters.objectstore:S3Provider"
     for name, value in settings.to_env().items():
         monkeypatch.setenv(name, value)
     result = CliRunner().invoke(
