@@ -380,7 +380,8 @@ class Store(abc.ABC):
         The watcher's one question per check. This default is correct for every store (one
         query of every status record, filtered here: as slow as reading them all); an adapter
         overrides :meth:`_query_due` with an indexed range query so that the cost follows the
-        number of due records, not of jobs. Each request is a round trip (``query``)."""
+        number of due records, not of jobs, and reports each request it sends as a round trip
+        (``query``)."""
         return self._query_due(before)
 
     def _query_due(self, before: int) -> list[Record]:
