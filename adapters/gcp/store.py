@@ -363,7 +363,7 @@ class FirestoreStore(Store):
         payload, paths = self._merge_payload(op)
         if not op.increments and not op.maximums:  # the ledger's marks: plain values only
             return _plain_update(ref._document_path, payload, [p.to_api_repr() for p in paths])
-        transformed = {("d", name) for name in (*op.increments, *op.maximums)}
+        transformed: set[tuple[str, ...]] = {("d", n) for n in (*op.increments, *op.maximums)}
         transformed |= {(name,) for name in (*op.increments, *op.maximums) if name in DUE_FIELDS}
         extractor = _helpers.DocumentExtractor(payload)
         write_pb = extractor.get_update_pb(ref._document_path)

@@ -342,10 +342,10 @@ class Watcher:
         health, watcher_status = self.evaluate(statuses, now, depth, only)
         if only is not None and depth is not None and WATCHER_RECORD not in records:
             # its queue-wide alert state, when the heartbeat has not made it due yet
-            seen = self.store.get(status_key_of(WATCHER_RECORD))
-            if seen is not None:
-                records[WATCHER_RECORD] = seen
-                watcher_status = seen.data
+            own = self.store.get(status_key_of(WATCHER_RECORD))
+            if own is not None:
+                records[WATCHER_RECORD] = own
+                watcher_status = own.data
         fired: list[Alert] = []
         recovered: list[Alert] = []
         active: list[Alert] = []
@@ -440,8 +440,8 @@ class Watcher:
             self._judged[item.job.name] = item.job
         judged = {item.job.name for item in health}
         unread = sum(1 for job in self.jobs if job.name not in judged)
-        mine = records.get(WATCHER_RECORD)
-        if mine is not None and mine.data.get(WATCH_DUE) != 0:  # every check reads it
+        own_record = records.get(WATCHER_RECORD)
+        if own_record is not None and own_record.data.get(WATCH_DUE) != 0:  # read every check
             self.store.commit([Merge(status_key_of(WATCHER_RECORD), {WATCH_DUE: 0})])
         return Report(health, depth, active, fired, recovered, watcher_status, unread)
 

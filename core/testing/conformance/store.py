@@ -273,7 +273,7 @@ def test_commit_refuses_two_ops_on_one_record(store: Store) -> None:
 def test_query_due_returns_status_records_due_by_either_field(store: Store) -> None:
     """``query_due(before)``: status records whose ``due_at`` or ``watch_due`` is an integer
     ``<= before``; null, missing or non-integer fields are never due; other kinds never."""
-    rows = {
+    rows: dict[str, dict[str, Any]] = {
         "a-run-due": {"due_at": 100, "watch_due": 900},
         "b-watch-due": {"due_at": None, "watch_due": 50},
         "c-both-due": {"due_at": 10, "watch_due": 20},
