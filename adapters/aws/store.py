@@ -204,9 +204,11 @@ class DynamoStore(Store):
 
     def _query_due(self, before: int) -> list[Record]:
         """One range query on each due field's sparse index (``Query``, eventually
-        consistent); a record due by both comes once."""
-        found: dict[str, Record] = {}
-        for name in DUE_FIELDS:
+        consistent), sent side by side (boto3 clients are thread-safe); a record due by both
+        comes once."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def due(name: str) -> list[Record]:
             self._round_trip("query", STATUS)
             request = {
                 "TableName": self.table,
@@ -215,8 +217,13 @@ class DynamoStore(Store):
                 "ExpressionAttributeNames": {"#due": name},
                 "ExpressionAttributeValues": {":k": {"S": STATUS}, ":before": {"N": str(before)}},
             }
-            for item in self._pages(request):
-                record = _record(item)
+            return [_record(item) for item in self._pages(request)]
+
+        with ThreadPoolExecutor(len(DUE_FIELDS)) as pool:
+            answers = list(pool.map(due, DUE_FIELDS))
+        found: dict[str, Record] = {}
+        for records in answers:
+            for record in records:
                 found.setdefault(record.key.job, record)
         return list(found.values())
 

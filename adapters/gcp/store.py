@@ -289,21 +289,29 @@ class FirestoreStore(Store):
         return records
 
     def _query_due(self, before: int) -> list[Record]:
-        """One range query per due field (its single-field index, :mod:`.indexes`); a record
-        due by both comes once."""
+        """One range query per due field (its single-field index, :mod:`.indexes`), sent side
+        by side; a record due by both comes once. (Not one ``OR`` query: inequalities on two
+        fields leave out every document that lacks either field.)"""
+        from concurrent.futures import ThreadPoolExecutor
+
         from google.cloud.firestore_v1.base_query import FieldFilter
 
-        found: dict[str, Record] = {}
         collection = self.client.collection(self.collection_name(STATUS))
-        for name in DUE_FIELDS:
+
+        def due(name: str) -> list[Record]:
             self._round_trip("query", STATUS)
             query = collection.where(filter=FieldFilter(name, "<=", before))
             try:
-                for snap in query.stream():
-                    record = self._record(STATUS, snap)
-                    found.setdefault(record.key.job, record)
+                return [self._record(STATUS, snap) for snap in query.stream()]
             except _unavailable() as exc:
                 raise StoreUnavailable(f"firestore query failed: {exc}") from exc
+
+        with ThreadPoolExecutor(len(DUE_FIELDS)) as pool:
+            answers = list(pool.map(due, DUE_FIELDS))
+        found: dict[str, Record] = {}
+        for records in answers:
+            for record in records:
+                found.setdefault(record.key.job, record)
         return list(found.values())
 
     # -- the atomic commit ------------------------------------------------------------------
