@@ -64,7 +64,7 @@ from .alerting.text import format_instant
 from .conditions import quiet_while_paused, run_conditions, snooze_filter
 from .consumer_health import consumer_health, dead_lettered_events
 from .deliverer import Deliverer, DeliveryState
-from .due import next_look
+from .due import ALWAYS, next_look
 from .health import Alert as Alert
 from .health import Condition as Condition
 from .health import JobHealth as JobHealth
@@ -493,8 +493,10 @@ class Watcher:
         self, name: str, seen: Record | None, fields: dict[str, Any], due: dict[str, Any]
     ) -> None:
         """Write ``due`` (with ``fields``) by compare-and-set against the record this check
-        judged: a run's commit in between wrote its own due fields, which must stand (the
-        job stays due and is judged again). ``fields`` are written in any case."""
+        judged: a run's commit in between wrote its own due fields, which must stand. Then
+        ``fields`` are merged with ``watch_due`` 0: the job is judged again at the next check
+        (a look-again instant computed from the older record could be later than what the
+        run's commit asked for)."""
         key = status_key_of(name)
         try:
             if seen is None:
@@ -502,8 +504,7 @@ class Watcher:
             else:
                 self.store.commit([Update(key, {**seen.data, **fields, **due}, seen.version)])
         except CommitConflict:
-            if fields:
-                self.store.commit([Merge(key, fields)])
+            self.store.commit([Merge(key, {**fields, WATCH_DUE: ALWAYS})])
 
     def _deliver(
         self,
@@ -564,7 +565,9 @@ class Watcher:
         before = set((seen.data if seen is not None else {}).get(ALERTS) or [])
         for _ in range(4):
             data = {**(seen.data if seen is not None else {}), **fields, **(due or {})}
-            due = None  # judged on the record read: a fresher one keeps its own due fields
+            # judged on the record read: a fresher one is judged again at the next check (the
+            # earliest look, never a later one than what a run's commit wrote)
+            due = {WATCH_DUE: ALWAYS}
             if entries:
                 data[DELIVERIES], dropped = trim(entries_of(data) + entries, budget(self.store))
                 for entry in dropped:
