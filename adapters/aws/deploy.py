@@ -16,8 +16,8 @@ index and the watcher's ``by-due-at`` / ``by-watch-due`` indexes), the run queue
 Lambda functions with one least-privilege role and log groups with retention, the worker's
 event source mapping (partial batch responses, batch size 1), one EventBridge schedule per job
 in UTC (see :mod:`.schedules` for why) with a retry policy and its own DLQ, the watcher's
-schedule, and CloudWatch alarms on both DLQs to an SNS topic. Nothing
-secret is rendered: credentials come from the roles.
+schedule, and CloudWatch alarms on both DLQs to an SNS topic. Nothing secret is rendered:
+credentials come from the roles.
 
 Refused at render time: a job whose max runtime plus the margin exceeds Lambda's 900 s (run the
 pull worker ``cronwarden run --provider aws`` on ECS/Fargate for such jobs), and crons AWS
