@@ -39,9 +39,10 @@ CREATE TABLE IF NOT EXISTS records (
     data TEXT NOT NULL, version INTEGER NOT NULL,
     PRIMARY KEY (kind, job, id)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS records_due_at ON records (json_extract(data, '$.due_at'))
-    WHERE kind = 'status';
-CREATE INDEX IF NOT EXISTS records_watch_due ON records (json_extract(data, '$.watch_due'))
+CREATE INDEX IF NOT EXISTS records_due ON records
+    ((CASE WHEN json_valid(data) THEN json_extract(data, '$.due_at') END)) WHERE kind = 'status';
+CREATE INDEX IF NOT EXISTS records_watch_due ON records
+    ((CASE WHEN json_valid(data) THEN json_extract(data, '$.watch_due') END))
     WHERE kind = 'status';
 CREATE TABLE IF NOT EXISTS version_clock (one INTEGER PRIMARY KEY CHECK (one = 1), value INTEGER);
 INSERT OR IGNORE INTO version_clock VALUES (1, 0)
@@ -50,10 +51,11 @@ INSERT OR IGNORE INTO version_clock VALUES (1, 0)
 
 #: the due query: one range scan of each due field's index (``query_due``)
 _DUE_SQL = " UNION ".join(
-    f"SELECT job, id, data, version FROM records INDEXED BY records_{name} "  # noqa: S608
-    f"WHERE kind = 'status' AND json_extract(data, '$.{name}') <= ? "
+    f"SELECT job, id, data, version FROM records INDEXED BY {index} "  # noqa: S608
+    f"WHERE kind = 'status' "
+    f"AND (CASE WHEN json_valid(data) THEN json_extract(data, '$.{name}') END) <= ? "
     f"AND json_type(data, '$.{name}') = 'integer'"
-    for name in DUE_FIELDS
+    for name, index in zip(DUE_FIELDS, ("records_due", "records_watch_due"), strict=True)
 )
 
 
