@@ -212,7 +212,7 @@ $$;
 # The watcher's due query (Store.query_due): one partial index per due field of the status
 # records, on the field as a number (a row whose field is not a number is not in the index:
 # never due, and never an error on write).
-_V2 = r"""
+_V_DUE = r"""
 CREATE INDEX records_due_at ON @S@.records (((data ->> 'due_at')::numeric))
     WHERE kind = 'status' AND jsonb_typeof(data -> 'due_at') = 'number';
 CREATE INDEX records_watch_due ON @S@.records (((data ->> 'watch_due')::numeric))
@@ -222,7 +222,7 @@ CREATE INDEX records_watch_due ON @S@.records (((data ->> 'watch_due')::numeric)
 #: (version, description, SQL with ``@S@`` for the quoted schema name). Append only.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "records, versions, commit function, queue, dead letters, dedup", _V1),
-    (2, "indexes of the status records' due fields (the watcher's due query)", _V2),
+    (2, "indexes of the status records' due fields (the watcher's due query)", _V_DUE),
 )
 LATEST = MIGRATIONS[-1][0]
 
