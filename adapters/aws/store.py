@@ -46,7 +46,12 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
-from cronwarden.model.errors import CommitConflict, ContentRefused, StoreUnavailable
+from cronwarden.model.errors import (
+    CommitConflict,
+    ConfigurationError,
+    ContentRefused,
+    StoreUnavailable,
+)
 from cronwarden.model.ports import (
     DUE_FIELDS,
     STATUS,
@@ -219,8 +224,24 @@ class DynamoStore(Store):
             }
             return [_record(item) for item in self._pages(request)]
 
-        with ThreadPoolExecutor(len(DUE_FIELDS)) as pool:
-            answers = list(pool.map(due, DUE_FIELDS))
+        try:
+            with ThreadPoolExecutor(len(DUE_FIELDS)) as pool:
+                answers = list(pool.map(due, DUE_FIELDS))
+        except (ValueError, ConfigurationError) as exc:
+            # a table made before the due indexes (DynamoDB: ValidationException, moto: not
+            # found): correct without them (every status record read; a missing table fails
+            # that query too), and said at every check until the indexes are added
+            from cronwarden.model.logs import get_logger
+
+            get_logger("store").error(
+                "DynamoDB table %s has no %s index (%s): the watcher reads every status "
+                "record; add the indexes (the state module declares them)",
+                self.table,
+                " / ".join(DUE_INDEXES.values()),
+                exc,
+                extra={"event": "store.missing_index"},
+            )
+            return super()._query_due(before)
         found: dict[str, Record] = {}
         for records in answers:
             for record in records:
