@@ -11,12 +11,13 @@ Output (``<out>``)::
                                function/ and re-zip before a real deployment: see README.md)
 
 What the root module creates: the DynamoDB table (TTL, point-in-time recovery, the ``by-kind``
-index), the run queue and its DLQ (14 days, redrive policy with ``maxReceiveCount`` from the
-jobs' retry policies), the three Lambda functions with one least-privilege role and log groups
-with retention, the worker's event source mapping (partial batch responses, batch size 1), one
-EventBridge schedule per job in UTC (see :mod:`.schedules` for why) with a retry policy and its
-own DLQ, the watcher's schedule, and CloudWatch alarms on both DLQs to an SNS topic. Nothing
-secret is rendered: credentials come from the roles.
+index and the watcher's ``by-due-at`` / ``by-watch-due`` indexes), the run queue and its DLQ
+(14 days, redrive policy with ``maxReceiveCount`` from the jobs' retry policies), the three
+Lambda functions with one least-privilege role and log groups with retention, the worker's
+event source mapping (partial batch responses, batch size 1), one EventBridge schedule per job
+in UTC (see :mod:`.schedules` for why) with a retry policy and its own DLQ, the watcher's
+schedule, and CloudWatch alarms on both DLQs to an SNS topic. Nothing secret is rendered:
+credentials come from the roles.
 
 Refused at render time: a job whose max runtime plus the margin exceeds Lambda's 900 s (run the
 pull worker ``cronwarden run --provider aws`` on ECS/Fargate for such jobs), and crons AWS

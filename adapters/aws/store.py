@@ -4,8 +4,11 @@ Layout: one table. Partition key ``pk`` = the job name, sort key ``sk`` = ``<kin
 every record of a job lives in one item collection and a commit (one job, by the port's rule)
 is one ``TransactWriteItems`` call: atomic, at most 100 distinct items (:attr:`max_commit_ops`).
 A global secondary index ``by-kind`` (hash ``k`` = kind, range ``jk`` = ``<job>#<id>``) serves
-queries across jobs (the watcher's one query of every status record; eventually consistent,
-as GSIs are).
+queries across jobs (a query of every status record; eventually consistent, as GSIs are). Two
+sparse ones, ``by-due-at`` and ``by-watch-due`` (hash ``k``, range the number attribute
+``due_at`` / ``watch_due``: top-level copies of a status record's due fields, present only
+while the field holds an integer), serve :meth:`~cronwarden.model.ports.Store.query_due`: one
+range query on each, reading the due records alone.
 
 Item attributes: ``pk``, ``sk``, ``k``, ``jk``, ``v`` (the version: a random token written by
 every put or update, so versions never repeat while a key exists), ``ttl`` (epoch seconds
@@ -45,8 +48,15 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, TypeVar
 
-from cronwarden.model.errors import CommitConflict, ContentRefused, StoreUnavailable
+from cronwarden.model.errors import (
+    CommitConflict,
+    ConfigurationError,
+    ContentRefused,
+    StoreUnavailable,
+)
 from cronwarden.model.ports import (
+    DUE_FIELDS,
+    STATUS,
     Create,
     Delete,
     Key,
@@ -67,6 +77,8 @@ from .errors import error_code, store_error
 from .settings import AwsSettings
 
 INDEX = "by-kind"
+#: the sparse index of each due field of the status records (``query_due``): name, attribute
+DUE_INDEXES = {"due_at": "by-due-at", "watch_due": "by-watch-due"}
 FIELD_PREFIX = "f."
 _SEP = "#"
 _TOP = "\U0010ffff"  #: sorts after every character: the inclusive upper bound of a prefix
@@ -197,6 +209,47 @@ class DynamoStore(Store):
         found = [r for r in map(_record, self._pages(request)) if wanted(r)]
         found.sort(key=lambda r: (r.key.job, r.key.id))
         return found if limit is None else found[:limit]
+
+    def _query_due(self, before: int) -> list[Record]:
+        """One range query on each due field's sparse index (``Query``, eventually
+        consistent), sent side by side (boto3 clients are thread-safe); a record due by both
+        comes once."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def due(name: str) -> list[Record]:
+            self._round_trip("query", STATUS)
+            request = {
+                "TableName": self.table,
+                "IndexName": DUE_INDEXES[name],
+                "KeyConditionExpression": "k = :k AND #due <= :before",
+                "ExpressionAttributeNames": {"#due": name},
+                "ExpressionAttributeValues": {":k": {"S": STATUS}, ":before": {"N": str(before)}},
+            }
+            return [_record(item) for item in self._pages(request)]
+
+        try:
+            with ThreadPoolExecutor(len(DUE_FIELDS)) as pool:
+                answers = list(pool.map(due, DUE_FIELDS))
+        except (ValueError, ConfigurationError) as exc:
+            # a table made before the due indexes (DynamoDB: ValidationException, moto: not
+            # found): correct without them (every status record read; a missing table fails
+            # that query too), and said at every check until the indexes are added
+            from cronwarden.model.logs import get_logger
+
+            get_logger("store").error(
+                "DynamoDB table %s has no %s index (%s): the watcher reads every status "
+                "record; add the indexes (the state module declares them)",
+                self.table,
+                " / ".join(DUE_INDEXES.values()),
+                exc,
+                extra={"event": "store.missing_index"},
+            )
+            return super()._query_due(before)
+        found: dict[str, Record] = {}
+        for records in answers:
+            for record in records:
+                found.setdefault(record.key.job, record)
+        return list(found.values())
 
     def _pages(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
         first = True
@@ -395,7 +448,8 @@ def table_definition(table: str) -> dict[str, Any]:
     return {
         "TableName": table,
         "AttributeDefinitions": [
-            {"AttributeName": name, "AttributeType": "S"} for name in ("pk", "sk", "k", "jk")
+            *({"AttributeName": name, "AttributeType": "S"} for name in ("pk", "sk", "k", "jk")),
+            *({"AttributeName": name, "AttributeType": "N"} for name in DUE_FIELDS),
         ],
         "KeySchema": [
             {"AttributeName": "pk", "KeyType": "HASH"},
@@ -409,7 +463,18 @@ def table_definition(table: str) -> dict[str, Any]:
                     {"AttributeName": "jk", "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "ALL"},
-            }
+            },
+            *(
+                {
+                    "IndexName": DUE_INDEXES[name],
+                    "KeySchema": [
+                        {"AttributeName": "k", "KeyType": "HASH"},
+                        {"AttributeName": name, "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+                for name in DUE_FIELDS
+            ),
         ],
         "BillingMode": "PAY_PER_REQUEST",
     }
@@ -495,7 +560,20 @@ def _full_item(key: Key, data: Mapping[str, Any], version: str) -> dict[str, Any
     ttl = _ttl(data.get("expire_at"))
     if ttl is not None:
         item["ttl"] = ttl
+    if key.kind == STATUS:
+        for name in DUE_FIELDS:
+            value = _due_number(data.get(name))
+            if value is not None:
+                item[name] = value
     return item
+
+
+def _due_number(value: Any) -> dict[str, Any] | None:
+    """A due field's index attribute: the integer as a number, else None (left out: a sparse
+    index holds only the records whose field is an integer)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < _MAX_NUMBER:
+        return {"N": str(value)}
+    return None
 
 
 def _merge_update(
@@ -532,10 +610,29 @@ def _merge_update(
         values[":ttl"] = ttl
         sets.append("#ttl = :ttl")
         names["#ttl"] = "ttl"
+    removes: list[str] = []
+    if op.key.kind == STATUS:  # the due fields' index attributes follow the fields
+        for n, name in enumerate(DUE_FIELDS):
+            names[f"#d{n}"] = name
+            if name in increments:
+                values[f":d{n}"] = {"N": str(int(increments[name]))}
+                adds.append(f"#d{n} :d{n}")
+            elif name in fields:
+                number = _due_number(fields[name])
+                if number is None:
+                    removes.append(f"#d{n}")
+                else:
+                    values[f":d{n}"] = number
+                    sets.append(f"#d{n} = :d{n}")
+            else:
+                del names[f"#d{n}"]
+    expression = "SET " + ", ".join(sets) + (" ADD " + ", ".join(adds) if adds else "")
+    if removes:
+        expression += " REMOVE " + ", ".join(removes)
     update: dict[str, Any] = {
         "TableName": table,
         "Key": _key(op.key),
-        "UpdateExpression": "SET " + ", ".join(sets) + (" ADD " + ", ".join(adds) if adds else ""),
+        "UpdateExpression": expression,
         "ExpressionAttributeNames": names,
         "ExpressionAttributeValues": values,
     }
@@ -580,4 +677,4 @@ def _backoff(attempt: int) -> None:
     time.sleep(random.uniform(0, min(0.5, 0.01 * 2**attempt)))
 
 
-__all__ = ["INDEX", "DynamoStore", "decode", "encode", "table_definition"]
+__all__ = ["DUE_INDEXES", "INDEX", "DynamoStore", "decode", "encode", "table_definition"]

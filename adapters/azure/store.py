@@ -23,6 +23,15 @@ Versions are ETags (``W/"datetime'…'"``), which change on every write. Queries
 one partition; queries across jobs filter on the ``RowKey`` range of the kind and therefore scan
 the table (each result page is counted as a round trip).
 
+``query_due`` (the watcher's question) is a **documented bound**, not an index: Table Storage
+indexes only ``(PartitionKey, RowKey)``, and a sorted index across jobs would need a partition
+shared by every job, which no commit of one job could update in its own entity-group
+transaction (the port's atomicity rests on that). An index entity per job in the job's own
+partition would not help: a ``RowKey`` range across partitions is itself a scan. So the due
+query is the status ``RowKey`` range with a server-side filter on the two ``Edm.Int64``
+properties ``due_at`` / ``watch_due``: the service scans the table, but only the due status
+records cross the network and are decoded (billed per result page, usually one).
+
 The Azure SDK is imported when a store is built, never by ``import cronwarden``.
 """
 
@@ -45,6 +54,8 @@ from cronwarden.model.errors import (
     StoreUnavailable,
 )
 from cronwarden.model.ports import (
+    DUE_FIELDS,
+    STATUS,
     Create,
     Delete,
     Key,
@@ -56,6 +67,7 @@ from cronwarden.model.ports import (
     Update,
     Version,
     apply_merge,
+    due_of,
     merged_fields,
 )
 
@@ -204,6 +216,29 @@ class TableStore(Store):
                     break
             found.sort(key=lambda r: (r.key.job, r.key.id))
             return found if limit is None else found[:limit]
+
+        return self._call(run)
+
+    def _query_due(self, before: int) -> list[Record]:
+        """The status records' ``RowKey`` range filtered by the service on the due fields (a
+        server-side scan: see the module docs); each result page is one round trip."""
+        clauses, params = _filter(STATUS, None, "", None, None)
+        # Int64 literals (suffix L): the properties are Edm.Int64, and an Int32 literal would
+        # compare as another type; ``before`` is an int, never text from outside
+        due = " or ".join(f"{name} le {int(before)}L" for name in DUE_FIELDS)
+        query = " and ".join(clauses) + f" and ({due})"
+
+        def run() -> list[Record]:
+            pages = self._table.query_entities(
+                query, parameters=params, results_per_page=_PAGE_MAX
+            ).by_page()
+            found: list[Record] = []
+            for number, page in enumerate(pages):
+                self._round_trip("query" if not number else "read", STATUS)
+                found.extend(_record(_key_of(entity), entity) for entity in page)
+            # Azurite compares a text property with a number loosely ("100" le 200L): the
+            # port's rule (integers only) is applied to what came back
+            return [r for r in found if (due := due_of(r.data)) is not None and due <= before]
 
         return self._call(run)
 

@@ -744,6 +744,8 @@ def firestore_fields(config: dict[str, Any]) -> list[dict[str, Any]]:
             "collection": item["collectionGroup"],
             "field": item["fieldPath"],
             "ttl": bool(item.get("ttl", False)),
+            # an ascending single-field index ("": exempt from indexing)
+            "order": str(item["indexes"][0]["order"]) if item.get("indexes") else "",
         }
         for item in config.get("fieldOverrides", [])
     ]

@@ -9,7 +9,11 @@ composite indexes, TTL policies and index exemptions, in the ``firestore.indexes
 * TTL on ``expire_at`` of ``run`` and ``item`` records, exempt from indexing (a monotonically
   increasing indexed timestamp would hotspot);
 * ``d`` (the caller's data) and ``rev`` are never queried: exempt from indexing, which saves
-  index writes on every commit.
+  index writes on every commit;
+* an ascending single-field index on ``due_at`` and ``watch_due`` of the status collection
+  (top-level copies of the status record's due fields): ``query_due`` is one range query on
+  each (Firestore indexes single fields by default; declared so that the watcher's query does
+  not depend on that default).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from cronwarden.model.ports import ITEM, KINDS, RUN
+from cronwarden.model.ports import DUE_FIELDS, ITEM, KINDS, RUN, STATUS
 
 from .store import DEFAULT_PREFIX, EXPIRY_FIELD
 
@@ -44,6 +48,15 @@ def index_config(prefix: str = DEFAULT_PREFIX) -> dict[str, Any]:
             {"collectionGroup": group, "fieldPath": "d", "indexes": []},
             {"collectionGroup": group, "fieldPath": "rev", "indexes": []},
         ]
+        if kind == STATUS:
+            overrides += [
+                {
+                    "collectionGroup": group,
+                    "fieldPath": name,
+                    "indexes": [{"order": "ASCENDING", "queryScope": "COLLECTION"}],
+                }
+                for name in DUE_FIELDS
+            ]
         if kind in TTL_KINDS:
             overrides.append(
                 {"collectionGroup": group, "fieldPath": EXPIRY_FIELD, "ttl": True, "indexes": []}

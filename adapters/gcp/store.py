@@ -52,8 +52,10 @@ from cronwarden.model.errors import (
     StoreUnavailable,
 )
 from cronwarden.model.ports import (
+    DUE_FIELDS,
     ITEM,
     RUN,
+    STATUS,
     Create,
     Delete,
     Key,
@@ -108,6 +110,11 @@ def _unavailable() -> tuple[type[Exception], ...]:
 
 
 _NOT_SENT = ("connect", "connection refused", "name resolution", "dns")
+
+
+def _due_value(value: Any) -> int | None:
+    """A due field's top-level copy: the integer, else null (never due)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _commit_failure(exc: Exception) -> StoreUnavailable:
@@ -192,8 +199,14 @@ class FirestoreStore(Store):
             doc_id(key.job, key.id)
         )
 
-    def _meta(self, key: Key, data: Mapping[str, Any]) -> dict[str, Any]:
+    def _meta(self, key: Key, data: Mapping[str, Any], *, whole: bool = True) -> dict[str, Any]:
+        """The document's top-level fields for a write of ``data`` (``whole``: the record's
+        entire data, a Create or Update; else a Merge's fields)."""
         fields: dict[str, Any] = {"job": key.job, "id": key.id, "rev": secrets.randbits(63)}
+        if key.kind == STATUS:  # the due fields, top level for query_due's indexes
+            for name in DUE_FIELDS:
+                if whole or name in data:
+                    fields[name] = _due_value(data.get(name))
         expiry = _expiry_from(data)
         if expiry is None:
             keep = self.retention.get(key.kind)
@@ -275,6 +288,32 @@ class FirestoreStore(Store):
                 records = records[:limit]
         return records
 
+    def _query_due(self, before: int) -> list[Record]:
+        """One range query per due field (its single-field index, :mod:`.indexes`), sent side
+        by side; a record due by both comes once. (Not one ``OR`` query: inequalities on two
+        fields leave out every document that lacks either field.)"""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from google.cloud.firestore_v1.base_query import FieldFilter
+
+        collection = self.client.collection(self.collection_name(STATUS))
+
+        def due(name: str) -> list[Record]:
+            self._round_trip("query", STATUS)
+            query = collection.where(filter=FieldFilter(name, "<=", before))
+            try:
+                return [self._record(STATUS, snap) for snap in query.stream()]
+            except _unavailable() as exc:
+                raise StoreUnavailable(f"firestore query failed: {exc}") from exc
+
+        with ThreadPoolExecutor(len(DUE_FIELDS)) as pool:
+            answers = list(pool.map(due, DUE_FIELDS))
+        found: dict[str, Record] = {}
+        for records in answers:
+            for record in records:
+                found.setdefault(record.key.job, record)
+        return list(found.values())
+
     # -- the atomic commit ------------------------------------------------------------------
     def _commit(self, ops: list[Op]) -> list[Version]:
         from google.api_core import exceptions as gexc
@@ -332,7 +371,8 @@ class FirestoreStore(Store):
         payload, paths = self._merge_payload(op)
         if not op.increments and not op.maximums:  # the ledger's marks: plain values only
             return _plain_update(ref._document_path, payload, [p.to_api_repr() for p in paths])
-        transformed = {("d", name) for name in (*op.increments, *op.maximums)}
+        transformed: set[tuple[str, ...]] = {("d", n) for n in (*op.increments, *op.maximums)}
+        transformed |= {(name,) for name in (*op.increments, *op.maximums) if name in DUE_FIELDS}
         extractor = _helpers.DocumentExtractor(payload)
         write_pb = extractor.get_update_pb(ref._document_path)
         write_pb.update_mask = common.DocumentMask(
@@ -350,7 +390,13 @@ class FirestoreStore(Store):
         markers = {LIST_MARKER, MAP_MARKER} & names
         if markers:
             raise ValueError(f"field names {sorted(markers)} are reserved by the Firestore store")
-        payload: dict[str, Any] = self._meta(op.key, op.fields)
+        payload: dict[str, Any] = self._meta(op.key, op.fields, whole=False)
+        if op.key.kind == STATUS:  # counters on a due field keep its top-level copy equal
+            for name in DUE_FIELDS:
+                if name in op.increments:
+                    payload[name] = firestore.Increment(op.increments[name])
+                elif name in op.maximums:
+                    payload[name] = firestore.Maximum(op.maximums[name])
         paths = [FieldPath(name) for name in payload]
         data: dict[str, Any] = {name: encode(value) for name, value in op.fields.items()}
         data.update({name: firestore.Increment(n) for name, n in op.increments.items()})

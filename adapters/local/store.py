@@ -15,6 +15,8 @@ from cronwarden.model.errors import (
     StoreUnavailable,
 )
 from cronwarden.model.ports import (
+    DUE_FIELDS,
+    STATUS,
     Create,
     Delete,
     Key,
@@ -37,9 +39,24 @@ CREATE TABLE IF NOT EXISTS records (
     data TEXT NOT NULL, version INTEGER NOT NULL,
     PRIMARY KEY (kind, job, id)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS records_due ON records
+    ((CASE WHEN json_valid(data) THEN json_extract(data, '$.due_at') END)) WHERE kind = 'status';
+CREATE INDEX IF NOT EXISTS records_watch_due ON records
+    ((CASE WHEN json_valid(data) THEN json_extract(data, '$.watch_due') END))
+    WHERE kind = 'status';
 CREATE TABLE IF NOT EXISTS version_clock (one INTEGER PRIMARY KEY CHECK (one = 1), value INTEGER);
 INSERT OR IGNORE INTO version_clock VALUES (1, 0)
 """
+
+
+#: the due query: one range scan of each due field's index (``query_due``)
+_DUE_SQL = " UNION ".join(
+    f"SELECT job, id, data, version FROM records INDEXED BY {index} "  # noqa: S608
+    f"WHERE kind = 'status' "
+    f"AND (CASE WHEN json_valid(data) THEN json_extract(data, '$.{name}') END) <= ? "
+    f"AND json_type(data, '$.{name}') = 'integer'"
+    for name, index in zip(DUE_FIELDS, ("records_due", "records_watch_due"), strict=True)
+)
 
 
 class SQLiteStore(Store):
@@ -168,6 +185,14 @@ class SQLiteStore(Store):
             rows = self._db.connection().execute(" ".join(sql), args).fetchall()
         datas = _decode_all([r[2] for r in rows])
         return [Record(Key(kind, r[0], r[1]), d, r[3]) for r, d in zip(rows, datas, strict=True)]
+
+    def _query_due(self, before: int) -> list[Record]:
+        """Two index range scans (``records_due_at``, ``records_watch_due``), one statement."""
+        self._round_trip("query", STATUS)
+        with _unavailable_on_busy(self.path):
+            rows = self._db.connection().execute(_DUE_SQL, [before] * len(DUE_FIELDS)).fetchall()
+        datas = _decode_all([r[2] for r in rows])
+        return [Record(Key(STATUS, r[0], r[1]), d, r[3]) for r, d in zip(rows, datas, strict=True)]
 
     def close(self) -> None:
         self._db.close()

@@ -224,10 +224,21 @@ END
 $$;
 """
 
+# The watcher's due query (Store.query_due): one partial index per due field of the status
+# records, on the field as a number (a row whose field is not a number is not in the index:
+# never due, and never an error on write).
+_V_DUE = r"""
+CREATE INDEX records_due_at ON @S@.records (((data ->> 'due_at')::numeric))
+    WHERE kind = 'status' AND jsonb_typeof(data -> 'due_at') = 'number';
+CREATE INDEX records_watch_due ON @S@.records (((data ->> 'watch_due')::numeric))
+    WHERE kind = 'status' AND jsonb_typeof(data -> 'watch_due') = 'number';
+"""
+
 #: (version, description, SQL with ``@S@`` for the quoted schema name). Append only.
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "records, versions, commit function, queue, dead letters, dedup", _V1),
     (2, "refuse(): a commit's refused precondition raised from one plain statement", _V2),
+    (3, "indexes of the status records' due fields (the watcher's due query)", _V_DUE),
 )
 LATEST = MIGRATIONS[-1][0]
 

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from cronwarden.model.errors import CommitConflict, ContentRefused
 from cronwarden.model.ports import (
+    DUE_FIELDS,
+    STATUS,
     Create,
     Delete,
     Key,
@@ -169,6 +171,23 @@ class PostgresStore(Store):
             return [Record(Key(kind, r[0], r[1]), decode_json(r[2]), int(r[3])) for r in rows]
 
         return self.db.run(work, what=f"query {kind}", writes=False)
+
+    def _query_due(self, before: int) -> list[Record]:
+        """Two index range scans (``records_due_at``, ``records_watch_due``), one statement."""
+        parts = [
+            f"SELECT job, id, data::text, version FROM {self._q}.records WHERE kind = 'status' "
+            f"AND jsonb_typeof(data -> '{name}') = 'number' "
+            f"AND (data ->> '{name}')::numeric <= %s::numeric"
+            for name in DUE_FIELDS
+        ]
+        text = " UNION ".join(parts)
+
+        def work(conn: psycopg.Connection[Any]) -> list[Record]:
+            rows = self.db.execute(conn, text, [before] * len(parts)).fetchall()
+            return [Record(Key(STATUS, r[0], r[1]), decode_json(r[2]), int(r[3])) for r in rows]
+
+        self._round_trip("query", STATUS)
+        return self.db.run(work, what="query due status", writes=False)
 
     def expire(self, limit: int | None = None) -> int:
         """Delete at most ``limit`` (default ``expire_batch``) records whose ``expire_at`` has

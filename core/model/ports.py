@@ -29,6 +29,22 @@ ITEM = "item"  #: id = "<window>/<item key>"; the per-item ledger
 OUTBOX = "outbox"
 KINDS = (RUN, LOCK, STATUS, ITEM, OUTBOX)
 
+#: The two integer fields (epoch seconds) of a status record that :meth:`Store.query_due` ranges
+#: over: ``due_at``, written by the run's own commits (when what they recorded becomes a problem
+#: if nothing else happens), and ``watch_due``, written by the watcher (when it must look
+#: again). Stores that index fields index these two.
+DUE_FIELDS = ("due_at", "watch_due")
+
+
+def due_of(data: Mapping[str, Any]) -> int | None:
+    """The earliest of a record's :data:`DUE_FIELDS` that holds an integer; None if none does."""
+    found = [
+        v
+        for v in (data.get(f) for f in DUE_FIELDS)
+        if isinstance(v, int) and not isinstance(v, bool)
+    ]
+    return min(found) if found else None
+
 
 @dataclass(frozen=True)
 class Key:
@@ -354,6 +370,24 @@ class Store(abc.ABC):
     ) -> list[Record]:
         self._round_trip("query", kind)
         return self._query(kind, job, prefix, start, end, limit)
+
+    def query_due(self, before: int) -> list[Record]:
+        """The status records due by ``before`` (epoch seconds): those whose ``due_at`` or
+        ``watch_due`` (:data:`DUE_FIELDS`) is an integer ``<= before``. A record where neither
+        field holds an integer is never due. Order is unspecified; every due record is returned
+        (no limit).
+
+        The watcher's one question per check. This default is correct for every store (one
+        query of every status record, filtered here: as slow as reading them all); an adapter
+        overrides :meth:`_query_due` with an indexed range query so that the cost follows the
+        number of due records, not of jobs, and reports each request it sends as a round trip
+        (``query``)."""
+        return self._query_due(before)
+
+    def _query_due(self, before: int) -> list[Record]:
+        return [
+            r for r in self.query(STATUS) if (due := due_of(r.data)) is not None and due <= before
+        ]
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections. Idempotent."""

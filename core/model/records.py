@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from .ports import ITEM, LOCK, RUN, STATUS, Key
+from .ports import DUE_FIELDS, ITEM, LOCK, RUN, STATUS, Key
 from .runs import RunState
 
 
@@ -320,6 +320,26 @@ SUSPICIOUS = "suspicious"  #: what the newest success broke of its expectations 
 QUARANTINED = "quarantined"
 #: the alert outbox: transitions not yet delivered to every channel (``cronwarden.watch.outbox``)
 DELIVERIES = "deliveries"
+# When the watcher must look at the job again (``Store.query_due``; docs/watcher.md, "What a
+# check reads"): integer epoch seconds, or null.
+#: written by the run's commits: when what the commit recorded becomes a problem if nothing
+#: else happens (the claim: its run's max runtime and lease; a failure, a suspicious or
+#: quarantined success, a skip: at once); a plain success clears it
+DUE_AT = DUE_FIELDS[0]
+#: written by the watcher: the next instant its verdict on the job may change by time alone
+#: (the next window's deadline, an in-flight window's gap time), 0 while the job has alert
+#: state to follow (every check reads it)
+WATCH_DUE = DUE_FIELDS[1]
+
+
+def due_ts(when: datetime) -> int:
+    """``when`` as the integer epoch seconds of a due field (rounded down: never late)."""
+    return int(when.timestamp() // 1)
+
+
+def due_fields(when: datetime | None) -> dict[str, Any]:
+    """The ``due_at`` field a run commit writes: ``when`` (None clears it)."""
+    return {DUE_AT: None if when is None else due_ts(when)}
 
 
 @dataclass(frozen=True)
@@ -425,9 +445,12 @@ class StatusRecord:
         return cls(data)
 
 
-def status_started(job: str, run: RunRecord, now: datetime) -> dict[str, Any]:
-    """Status fields of a run that was just claimed."""
-    return {
+def status_started(
+    job: str, run: RunRecord, now: datetime, due: datetime | None = None
+) -> dict[str, Any]:
+    """Status fields of a run that was just claimed; ``due``: when it becomes a problem if it
+    never finishes (its max runtime, its lease's gap time), written as ``due_at``."""
+    fields = {
         "job_name": job,
         "run_id": run.run_id,
         "run_key": run.run_key,
@@ -440,6 +463,9 @@ def status_started(job: str, run: RunRecord, now: datetime) -> dict[str, Any]:
         "owner": run.owner,
         "lease_expires": _iso_or_none(run.lease_expires),
     }
+    if due is not None:
+        fields.update(due_fields(due))
+    return fields
 
 
 def status_succeeded(
@@ -458,6 +484,7 @@ def status_succeeded(
         CONSECUTIVE_FAILURES: 0,
         SKIPS_SINCE_SUCCESS: 0,
         "counters": dict(counters),
+        DUE_AT: None,  # the run ended: its max runtime and lease are no longer a deadline
     }
 
 
@@ -493,6 +520,8 @@ def status_failed(
         "error_snippet": error,
         "error_type": error_type,
         OVERRAN: run.overran,
+        DUE_AT: None,
+        WATCH_DUE: 0,  # a failure the watcher must judge at its next check
     }
 
 
@@ -506,7 +535,12 @@ def status_excused(run: RunRecord, now: datetime) -> dict[str, Any]:
 
 
 def status_skipped(reason: str, holder: str, now: datetime) -> dict[str, Any]:
-    return {"last_skip_reason": reason, "last_skip_at": iso(now), "last_skip_owner": holder}
+    return {
+        "last_skip_reason": reason,
+        "last_skip_at": iso(now),
+        "last_skip_owner": holder,
+        WATCH_DUE: 0,  # a skip counts towards ``skipping``: judged at the next check
+    }
 
 
 def status_overlap_failed(error: str, now: datetime) -> dict[str, Any]:
@@ -514,6 +548,7 @@ def status_overlap_failed(error: str, now: datetime) -> dict[str, Any]:
         "last_error": error,
         "last_skip_reason": "overlap_failed",
         "last_skip_at": iso(now),
+        WATCH_DUE: 0,
     }
 
 

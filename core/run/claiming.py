@@ -227,7 +227,9 @@ class Claimer:
                     if existing_lock is None
                     else Update(lock_k, lock.to_data(), existing_lock.version)
                 )
-            ops.append(Merge(status_k, status_started(job.name, run, now), opened))
+            ops.append(
+                Merge(status_k, status_started(job.name, run, now, _due(job, run, now)), opened)
+            )
             try:
                 versions = self.store.commit(ops)
             except CommitConflict as conflict:
@@ -690,6 +692,18 @@ def _found(conflict: CommitConflict, key: Key) -> Record | None:
 
 def _backoff(job: Job, attempt: int) -> float:
     return job.retry.backoff(attempt).total_seconds()
+
+
+def _due(job: Job, run: RunRecord, now: datetime) -> datetime:
+    """When a run just claimed becomes a problem if it never finishes (the ``due_at`` its
+    claim writes): past its max runtime (``stuck``), its lease run out past the grace (a
+    gap); at once for a job with a ``slow_factor`` (the watcher knows its baseline)."""
+    if job.slow_factor is not None:
+        return now
+    due = now + job.max_runtime
+    if run.lease_expires is not None:
+        due = min(due, run.lease_expires + job.grace_at(run.lease_expires))
+    return due
 
 
 def excuse_window(

@@ -39,6 +39,7 @@ from ..model.records import (
     DEAD_LETTER_REASON,
     LAST_SUCCESS_WINDOW_TS,
     QUARANTINED,
+    WATCH_DUE,
     WINDOWS_OPEN,
     RunRecord,
     StatusRecord,
@@ -392,6 +393,8 @@ class Engine:
         run = run.with_(quarantined=quarantined)  # this attempt's, not a taken-over record's
         if quarantined:  # not a plain success: recorded until an operator resolves them
             fields[QUARANTINED] = self._quarantine_map(job, ledger.window, quarantined)
+        if quarantined or reasons or job.slow_factor is not None:  # judged at the next check
+            fields[WATCH_DUE] = 0
         closed = {WINDOWS_OPEN: -1} if self.store.capabilities.atomic_increment else {}
         status = Merge(status_key_of(job.name), fields, closed, maximums=maximums)
         # completion events of dependents ride in this commit (the outbox: no round trip)

@@ -123,6 +123,9 @@ class Report:
     recovered: list[Alert]
     #: the watcher's own status record as this check read it (heartbeat, queue-wide alerts)
     watcher_status: dict[str, Any] = field(default_factory=dict)
+    #: jobs this check did not read: their status records were not due (nothing can have
+    #: gone wrong since the watcher last judged them; ``jobs`` holds the ones it read)
+    unread: int = 0
 
     @property
     def ok(self) -> bool:

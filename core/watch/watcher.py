@@ -1,7 +1,10 @@
 """The liveness watcher: alerts on the *absence* of success, not only on errors.
 
-One store query reads every job's status record; the watcher compares them with the job
-definitions and the clock and raises conditions:
+A check reads the status records that are due (one indexed query, :mod:`.due`: a job
+nothing went wrong with since the watcher last judged it is not read), plus, the first time a
+watcher sees a job definition, every job it does not know yet (the first check of a watcher
+reads every status record); it compares them with the job definitions and the clock and
+raises conditions:
 
 * ``missed``   a due window is unaccounted for (:mod:`cronwarden.run.accounting`): no success, not
   in flight (queued within its grace, running with a live lease, failed with a retry due),
@@ -30,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -45,8 +48,11 @@ from ..model.records import (
     ACCOUNTED_THROUGH_TS,
     ALERTS,
     DELIVERIES,
+    DUE_AT,
     SUSPICIOUS,
+    WATCH_DUE,
     StatusRecord,
+    due_ts,
     iso,
     parse_iso,
     status_key_of,
@@ -59,6 +65,7 @@ from .alerting.text import format_instant
 from .conditions import quiet_while_paused, run_conditions, snooze_filter
 from .consumer_health import consumer_health, dead_lettered_events
 from .deliverer import Deliverer, DeliveryState
+from .due import ALWAYS, next_look
 from .health import Alert as Alert
 from .health import Condition as Condition
 from .health import JobHealth as JobHealth
@@ -72,6 +79,9 @@ if TYPE_CHECKING:
     from .alerting.watchdog import CheckHook
 
 WATCHER_RECORD = "_watcher"  #: status record of the watcher itself (queue-wide alerts)
+#: jobs a check fetches one by one (a new or changed definition); more and it reads every
+#: status record in one query
+MAX_GETS = 25
 
 
 @contextlib.contextmanager
@@ -132,14 +142,26 @@ class Watcher:
         #: what the last check's deliveries did and left pending (``status``, ``check``, metrics)
         self.deliveries = DeliveryState()
         self._owner = f"watcher-{uuid.uuid4().hex[:12]}"  # holds delivery claims
+        #: the job definitions this watcher judged (by identity): a job not here (new, or
+        #: changed: a new schedule, grace, ...) is read and judged in full at the next check
+        self._judged: dict[str, Job] = {}
+        #: status records the last check read (``jobs`` in its report are the ones judged)
+        self.last_read = 0
 
     # -- pure evaluation --------------------------------------------------------------------
     def evaluate(
-        self, statuses: Iterable[Record], now: datetime, dlq_depth: int | None
+        self,
+        statuses: Iterable[Record],
+        now: datetime,
+        dlq_depth: int | None,
+        only: Collection[str] | None = None,
     ) -> tuple[list[JobHealth], dict[str, Any]]:
+        """Every job's health from ``statuses`` (a job without a record: none yet); with
+        ``only``, the health of the jobs named there alone."""
         by_job = {r.key.job: r.data for r in statuses}
         moment = Moment(now, self.horizon)  # schedule answers shared by the jobs of a schedule
-        health = [self._job_health(job, by_job.get(job.name, {}), now, moment) for job in self.jobs]
+        jobs = self.jobs if only is None else [j for j in self.jobs if j.name in only]
+        health = [self._job_health(job, by_job.get(job.name, {}), now, moment) for job in jobs]
         if any(item.job.after for item in health):
             from ..run.dependencies import waits_text
 
@@ -316,10 +338,17 @@ class Watcher:
         deliverer = Deliverer(self.store, targets, self.delivery, owner=self._owner)
         #: transitions this check recorded: job → the outbox entries its commit added
         added: dict[str, list[dict[str, Any]]] = {}
-        statuses = self.store.query(STATUS)
+        statuses, only = self._read(now)
         records = {r.key.job: r for r in statuses}
+        self.last_read = len(statuses)
         depth = self.queue.dlq_depth() if self.queue is not None else None
-        health, watcher_status = self.evaluate(statuses, now, depth)
+        health, watcher_status = self.evaluate(statuses, now, depth, only)
+        if only is not None and depth is not None and WATCHER_RECORD not in records:
+            # its queue-wide alert state, when the heartbeat has not made it due yet
+            own = self.store.get(status_key_of(WATCHER_RECORD))
+            if own is not None:
+                records[WATCHER_RECORD] = own
+                watcher_status = own.data
         fired: list[Alert] = []
         recovered: list[Alert] = []
         active: list[Alert] = []
@@ -345,17 +374,22 @@ class Watcher:
             if checkpoint is not None:
                 fields[ACCOUNTED_THROUGH_TS] = int(checkpoint[0].timestamp())
                 fields[ACCOUNTED_BASE] = checkpoint[1]
+            due = self._due_fields(item, now)
             if notify:
                 if current != previous:
                     fields.update({ALERTS: sorted(current), "alerts_updated_at": iso(now)})
                 entries = new_entries(new + gone, targets, now, self.delivery, self._owner)
-                won = self._set_alerts(item.job.name, records.get(item.job.name), fields, entries)
+                won = self._set_alerts(
+                    item.job.name, records.get(item.job.name), fields, entries, due
+                )
                 if not won:
                     continue  # another watcher notified this transition (or will)
                 if entries:
                     added[item.job.name] = entries
                 fired += new
                 recovered += gone
+            elif due:
+                self._set_due(item.job.name, records.get(item.job.name), fields, due)
             elif fields:
                 self.store.commit([Merge(status_key_of(item.job.name), fields)])
         if depth is not None:
@@ -405,7 +439,75 @@ class Watcher:
         for alert in fired + recovered:
             targets.announce(alert)  # the log line, at once
         self._deliver(deliverer, records, added, now)
-        return Report(health, depth, active, fired, recovered, watcher_status)
+        for item in health:
+            self._judged[item.job.name] = item.job
+        judged = {item.job.name for item in health}
+        unread = sum(1 for job in self.jobs if job.name not in judged)
+        own_record = records.get(WATCHER_RECORD)
+        if own_record is not None and own_record.data.get(WATCH_DUE) != 0:  # read every check
+            self.store.commit([Merge(status_key_of(WATCHER_RECORD), {WATCH_DUE: 0})])
+        return Report(health, depth, active, fired, recovered, watcher_status, unread)
+
+    # -- what a check reads -----------------------------------------------------------------
+    def _read(self, now: datetime) -> tuple[list[Record], set[str] | None]:
+        """The status records this check judges, and the names of the jobs to judge (None:
+        every job). The due records (one indexed query), plus the jobs this watcher has not
+        judged under their current definition and the jobs judged with others (dependents and
+        their upstreams, event consumers): fetched one by one when few, else every record
+        (the first check)."""
+        wanted = {job.name for job in self.jobs if self._judged.get(job.name) is not job}
+        if not self._judged or len(wanted) > MAX_GETS:  # the first check reads every record
+            return self.store.query(STATUS), None
+        records = self.store.query_due(due_ts(now))
+        names = {r.key.job for r in records}
+        wanted |= self._always()
+        missing = sorted(wanted - names)
+        if len(missing) > MAX_GETS:
+            return self.store.query(STATUS), None
+        for name in missing:
+            record = self.store.get(status_key_of(name))
+            if record is not None:
+                records.append(record)
+        return records, names | wanted
+
+    def _always(self) -> set[str]:
+        """Jobs judged with other jobs' records (a dependent job, its upstreams; an event
+        consumer): read at every check."""
+        names = set(self.jobs.consumers)
+        for job in self.jobs:
+            if job.after:
+                names.add(job.name)
+                names.update(job.after)
+        return names
+
+    def _due_fields(self, item: JobHealth, now: datetime) -> dict[str, Any]:
+        """The due fields to write after judging ``item``: its ``watch_due`` when it moved,
+        and ``due_at`` cleared once it passed (the watcher judged what it announced)."""
+        fields: dict[str, Any] = {}
+        look = next_look(item, now)
+        if item.status.get(WATCH_DUE) != look:
+            fields[WATCH_DUE] = look
+        run_due = item.status.get(DUE_AT)
+        if isinstance(run_due, int) and run_due <= due_ts(now):
+            fields[DUE_AT] = None
+        return fields
+
+    def _set_due(
+        self, name: str, seen: Record | None, fields: dict[str, Any], due: dict[str, Any]
+    ) -> None:
+        """Write ``due`` (with ``fields``) by compare-and-set against the record this check
+        judged: a run's commit in between wrote its own due fields, which must stand. Then
+        ``fields`` are merged with ``watch_due`` 0: the job is judged again at the next check
+        (a look-again instant computed from the older record could be later than what the
+        run's commit asked for)."""
+        key = status_key_of(name)
+        try:
+            if seen is None:
+                self.store.commit([Create(key, {**fields, **due})])
+            else:
+                self.store.commit([Update(key, {**seen.data, **fields, **due}, seen.version)])
+        except CommitConflict:
+            self.store.commit([Merge(key, {**fields, WATCH_DUE: ALWAYS})])
 
     def _deliver(
         self,
@@ -454,6 +556,7 @@ class Watcher:
         seen: Record | None,
         fields: dict[str, Any],
         entries: list[dict[str, Any]] | None = None,
+        due: dict[str, Any] | None = None,
     ) -> bool:
         """Write a job's new alert state by compare-and-set against the status record this
         check read, with the transition's outbox ``entries`` added to the record's in the same
@@ -464,7 +567,10 @@ class Watcher:
         wanted = set(fields[ALERTS])
         before = set((seen.data if seen is not None else {}).get(ALERTS) or [])
         for _ in range(4):
-            data = {**(seen.data if seen is not None else {}), **fields}
+            data = {**(seen.data if seen is not None else {}), **fields, **(due or {})}
+            # judged on the record read: a fresher one is judged again at the next check (the
+            # earliest look, never a later one than what a run's commit wrote)
+            due = {WATCH_DUE: ALWAYS}
             if entries:
                 data[DELIVERIES], dropped = trim(entries_of(data) + entries, budget(self.store))
                 for entry in dropped:

@@ -1,6 +1,8 @@
 """Store round trips per run, counted (``Store.round_trips``), against the budget in
 docs/protocol.md ("Round trips"): 2 per happy-path run (claim, complete) + 1 per lease renewal
-+ 1 per ledger batch.
++ 1 per ledger batch. And the watcher's bill (:func:`watcher_costs`): billable reads and writes
+per day of a watcher checking every minute, before (every status record per check) and after
+(the due query; each job read and its ``watch_due`` written once per window), at list prices.
 
 Scenarios: the scheduled run of a daily job's current window (the happy path), with a ledger,
 with forced lease renewals; and a catch-up run of a past window (the engine then raises the
@@ -95,6 +97,67 @@ def _scenario(
     }
 
 
+CHECKS_PER_DAY = 24 * 60  #: a watcher every minute
+WINDOWS_PER_DAY = 24  #: the fleet of the cost table: hourly jobs
+STATUS_BYTES = 700  #: a healthy status record as the adapters store it (measured: 0.6-0.8 KB)
+
+
+def watcher_costs(
+    fleets: tuple[int, ...] = (100, 10_000, 100_000),
+    windows_per_day: int = WINDOWS_PER_DAY,
+) -> dict[str, list[dict[str, Any]]]:
+    """Billable units per day and list-price dollars per month (30 days) of the watcher alone,
+    per provider and fleet size, before and after the due query. A model of what the checks
+    send, by the providers' billing rules (:mod:`.billing`), for a healthy fleet:
+
+    * before: each check returns every status record (Firestore: a read each; Table Storage:
+      a transaction per page of 1,000; DynamoDB: a read unit per 4 KB of the query's items);
+    * after: each check sends the due query (Firestore: two queries, at least one read each;
+      Table Storage: one page; DynamoDB: two index queries, at least one unit each) and every
+      job is read once per window at its deadline and its ``watch_due`` written once (a
+      document write; a transaction; a put of the item plus the due index's delete and insert).
+    """
+    from .billing import PRICES
+
+    rows: dict[str, list[dict[str, Any]]] = {"firestore": [], "table": [], "dynamodb": []}
+    for jobs in fleets:
+        looks = jobs * windows_per_day  # each job read, and its watch_due written, per window
+        pages = math.ceil(jobs / 1000)
+        units = {
+            "firestore": (
+                {"reads": jobs * CHECKS_PER_DAY, "writes": 0},
+                {"reads": 2 * CHECKS_PER_DAY + looks, "writes": looks},
+            ),
+            "table": (
+                {"transactions": pages * CHECKS_PER_DAY},
+                {"transactions": CHECKS_PER_DAY + looks},
+            ),
+            "dynamodb": (
+                {"read_units": math.ceil(jobs * STATUS_BYTES / 4096) * CHECKS_PER_DAY},
+                {
+                    "read_units": 2 * CHECKS_PER_DAY + math.ceil(looks * STATUS_BYTES / 4096),
+                    "write_units": looks * 3,
+                },
+            ),
+        }
+        for provider, (before, after) in units.items():
+            prices = PRICES[provider]
+
+            def monthly(day: dict[str, int], prices: dict[str, float] = prices) -> float:
+                return sum(n * prices[unit] / 1e6 for unit, n in day.items()) * 30
+
+            rows[provider].append(
+                {
+                    "jobs": jobs,
+                    "before_per_day": before,
+                    "after_per_day": after,
+                    "before_usd_month": round(monthly(before), 2),
+                    "after_usd_month": round(monthly(after), 2),
+                }
+            )
+    return rows
+
+
 def measure(emulators: Emulators, stores: list[str], repeats: int = 5) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for name in stores:
@@ -122,4 +185,7 @@ def measure(emulators: Emulators, stores: list[str], repeats: int = 5) -> dict[s
                 "ledger": ledger,
                 "renewals": renew,
             }
+            watcher = watcher_costs().get(name)
+            if watcher is not None:  # priced per operation
+                results[name]["watcher_costs"] = watcher
     return results

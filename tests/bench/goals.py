@@ -13,6 +13,8 @@ VS_PER_ITEM = 10.0
 SQLITE_ITEMS_PER_S = 100_000
 WATCHER_JOBS = 10_000
 WATCHER_BUDGET_S = 1.0  #: issue #20: ``Watcher.check()`` at 10,000 jobs, every store
+WATCHER_READ_SHARE = 0.01  #: issue #29: a healthy fleet's check reads <= 1% of its records
+WATCHER_LATE_READS = 200  #: issue #29: 100 late jobs among 10,000 cost <= 200 records
 
 
 def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -139,19 +141,33 @@ def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
             add("watcher: one status query", store, rows.get("error", "?"), "1 query", None)
             continue
         for row in rows:
-            single = set(row["calls"]) == {"query"} and row["calls"]["query"]["calls"] == 1
             trips = row["round_trips"][-1]
-            note = f"{trips} request(s): pages of 1,000" if trips > 1 else ""
+            read = max(row.get("records_read") or [row["jobs"]])
+            calls = row["calls"]
+            writes = sum(v["calls"] for k, v in calls.items() if k not in ("get", "query"))
             add(
-                "watcher: one status query, no writes",
+                "watcher: status records read per check, healthy fleet",
                 f"{store}, {row['jobs']:,} jobs",
-                f"{row['calls'].get('query', {}).get('calls', 0)} query, {trips} round trip(s)",
-                "1 query",
-                single,
-                note,
+                f"{read:,} record(s), {trips} round trip(s)",
+                f"≤ {WATCHER_READ_SHARE:.0%} of the records (or 1: its own), no writes",
+                read <= max(1, row["jobs"] * WATCHER_READ_SHARE) and not writes,
+                "the due query (one request per indexed field)",
             )
             if row["jobs"] == WATCHER_JOBS:
                 add(*_watcher_budget(store, row))
+            late = row.get("late")
+            if late:
+                most = max(late["records_read"])
+                add(
+                    f"watcher: {late['late']} late jobs among {row['jobs']:,}",
+                    store,
+                    f"{most:,} record(s), {late['check_s']['median']:.2f} s",
+                    f"≤ {WATCHER_LATE_READS} records",
+                    most <= WATCHER_LATE_READS,
+                    f"the check announcing them read {late['first']['records_read']:,} "
+                    f"in {late['first']['check_s']:.2f} s; each late job's run records "
+                    "are read too (one query each)",
+                )
     return goals
 
 

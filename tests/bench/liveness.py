@@ -1,6 +1,10 @@
 """Liveness evaluation for 10, 1,000 and 10,000 jobs on each store: ``Watcher.check()`` reads
-every status record in one query (its round trips are counted; Table Storage pages at 1,000
-entities, each page a request) and writes nothing when no alert changes (steady state).
+the status records that are due (``Store.query_due``: its round trips are counted, and the
+records it read: ``Watcher.last_read``) and writes nothing when no alert changes (steady state).
+The watcher's first check reads every record (the warm-up); the measured checks are the steady
+state of a healthy fleet. At the largest size, 100 jobs are then made late (their window's
+deadline passed with no run: ``missed``) and the checks after the one that announces them are
+measured: they read the late jobs' records, not the fleet's.
 
 Status records are seeded healthy with the store's own SDK in bulk (Firestore: batches of 500;
 Table Storage: one partition per job, so one request per record, sent from a thread pool;
@@ -26,7 +30,7 @@ from typing import Any
 
 from cronwarden import Job, JobSet, Watcher, job
 from cronwarden.model.ports import STATUS, Key, Merge, Store
-from cronwarden.model.records import iso
+from cronwarden.model.records import due_ts, iso
 
 from .emulators import Emulators
 from .probe import Probe
@@ -67,6 +71,23 @@ def _status(name: str, now: datetime) -> dict[str, Any]:
         "windows_open": 0,
         "accounted_through_ts": int(window.timestamp()),
         "accounted_base": 1,
+        # [scale] what the watcher's last look left: the next window's deadline (+ 1 h grace)
+        "watch_due": due_ts(_job(int(name.split("-")[1])).schedule.next_after(now) + HOUR),
+    }
+
+
+LATE = 100  #: jobs made late among the largest fleet
+HOUR = timedelta(hours=1)
+
+
+def _late(name: str, now: datetime) -> dict[str, Any]:
+    """A job whose 3-hours-ago window was its last run: the next ones' deadlines passed."""
+    window = _job(int(name.split("-")[1])).schedule.floor(now - 3 * HOUR)
+    return {
+        **_status(name, now),
+        "last_success_window_ts": int(window.timestamp()),
+        "accounted_through_ts": int(window.timestamp()),
+        "watch_due": due_ts(window + 2 * HOUR),
     }
 
 
@@ -245,16 +266,18 @@ def _measure_store(
             )
             watcher.check()  # warm-up (clients); steady state from here
             floor, keys = _floor(name, store), _floor(name, store, keys_only=True)
-            checks, queries, trips, floors, key_floors = [], [], [], [], []
+            checks, queries, trips, floors, key_floors, read = [], [], [], [], [], []
             calls: dict[str, Any] = {}
             for _ in range(repeats):
                 probe.reset()
+                start = store.round_trips  # the due query is not one of the probe's calls
                 began = time.perf_counter()
                 report = watcher.check()
                 checks.append(time.perf_counter() - began)
-                trips.append(probe.total)
+                trips.append(store.round_trips - start)
+                read.append(watcher.last_read)
                 calls = probe.breakdown()
-                if not report.ok or len(report.jobs) != size:
+                if not report.ok or len(report.jobs) + report.unread != size:
                     raise RuntimeError(f"{name}/{size}: unexpected alerts {report.active[:3]}")
                 began = time.perf_counter()
                 store.query(STATUS)
@@ -278,6 +301,43 @@ def _measure_store(
                     "key_floor_s": summary(key_floors),
                     "per_job_us": check_s["median"] / size * 1e6,
                     "seed_s": seed_s,
+                    "records_read": read,
                 }
             )
+        if sizes and size == max(sizes) and size >= 10 * LATE:
+            rows[-1]["late"] = _measure_late(store, watcher, probe, now, size, repeats)
     return rows
+
+
+def _measure_late(
+    store: Store, watcher: Watcher, probe: Probe, now: datetime, size: int, repeats: int
+) -> dict[str, Any]:
+    """:data:`LATE` jobs of the fleet made late; the check that announces them, then the
+    steady checks (the late jobs followed at every check, the rest not read)."""
+    late = [_name(i) for i in range(0, size, size // LATE)][:LATE]
+    for j in late:
+        store.commit([Merge(Key(STATUS, j), _late(j, now))])
+    probe.reset()
+    began = time.perf_counter()
+    report = watcher.check()
+    first = {"check_s": time.perf_counter() - began, "records_read": watcher.last_read}
+    if len({a.job for a in report.fired}) != LATE:
+        raise RuntimeError(f"{len(report.fired)} alert(s) fired for {LATE} late jobs")
+    checks, read, trips = [], [], []
+    for _ in range(repeats):
+        probe.reset()
+        start = store.round_trips
+        began = time.perf_counter()
+        report = watcher.check()
+        checks.append(time.perf_counter() - began)
+        read.append(watcher.last_read)
+        trips.append(store.round_trips - start)
+        if len(report.active) != LATE or report.fired:
+            raise RuntimeError(f"late: {len(report.active)} active, {len(report.fired)} fired")
+    return {
+        "late": LATE,
+        "first": first,
+        "check_s": summary(checks),
+        "records_read": read,
+        "round_trips": trips,
+    }

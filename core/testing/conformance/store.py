@@ -270,6 +270,61 @@ def test_commit_refuses_two_ops_on_one_record(store: Store) -> None:
     assert store.get(RUN_KEY) is None
 
 
+def test_query_due_returns_status_records_due_by_either_field(store: Store) -> None:
+    """``query_due(before)``: status records whose ``due_at`` or ``watch_due`` is an integer
+    ``<= before``; null, missing or non-integer fields are never due; other kinds never."""
+    rows: dict[str, dict[str, Any]] = {
+        "a-run-due": {"due_at": 100, "watch_due": 900},
+        "b-watch-due": {"due_at": None, "watch_due": 50},
+        "c-both-due": {"due_at": 10, "watch_due": 20},
+        "d-always": {"watch_due": 0},
+        "e-at-the-second": {"due_at": 200},
+        "f-later": {"due_at": 201, "watch_due": 5000},
+        "g-never": {"status": "succeeded"},
+        "h-null": {"due_at": None, "watch_due": None},
+        "i-text": {"due_at": "100", "watch_due": "0"},
+    }
+    for job, data in rows.items():
+        store.commit([Merge(Key(STATUS, job), data)])
+    store.commit([Create(Key(RUN, "a-run-due", "2026-01-20T02:00Z"), {"due_at": 1})])
+    before = store.round_trips
+    due = store.query_due(200)
+    assert store.round_trips > before  # a round trip (or one per indexed field), counted
+    assert sorted(r.key.job for r in due) == [
+        "a-run-due",
+        "b-watch-due",
+        "c-both-due",
+        "d-always",
+        "e-at-the-second",
+    ]
+    assert all(r.key.kind == STATUS and r.key.id == "" for r in due)
+    found = {r.key.job: r for r in due}
+    assert found["a-run-due"].data == rows["a-run-due"]
+    current = store.get(Key(STATUS, "c-both-due"))
+    assert current is not None and found["c-both-due"].version == current.version
+    assert store.query_due(-1) == []
+
+
+def test_query_due_follows_every_write_of_the_due_fields(store: Store) -> None:
+    """A record leaves the due set when its fields move past ``before`` (Merge, Update) and
+    enters it when they move back; a deleted record is gone."""
+    key = Key(STATUS, "billing-sync")
+    store.commit([Merge(key, {"due_at": 100, "watch_due": 1000})])
+    assert [r.key.job for r in store.query_due(150)] == ["billing-sync"]
+    store.commit([Merge(key, {"due_at": None})])
+    assert store.query_due(150) == []
+    record = store.get(key)
+    assert record is not None
+    store.commit([Update(key, {**record.data, "watch_due": 120}, record.version)])
+    assert [r.key.job for r in store.query_due(150)] == ["billing-sync"]
+    store.commit([Merge(key, {}, maximums={"watch_due": 2000})])
+    assert store.query_due(1999) == []
+    record = store.get(key)
+    assert record is not None
+    store.commit([Delete(key, record.version)])
+    assert store.query_due(10**12) == []
+
+
 class StoreContract:
     """The Store contract as a test class: ``class TestMyStore(StoreContract): pass``.
 

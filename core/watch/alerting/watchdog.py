@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ...model.errors import ConfigurationError
 from ...model.logs import get_logger
 from ...model.ports import Merge, Store
-from ...model.records import iso, parse_iso, status_key_of
+from ...model.records import WATCH_DUE, iso, parse_iso, status_key_of
 from ...model.redaction import redact, register_secret, snippet
 from .http import DeliveryError, send
 
@@ -137,7 +137,10 @@ class DeadMansSwitch:
     ) -> None:
         if error is None and report is not None:
             state = PingState.SUCCESS
-            message = f"ok: {len(report.jobs)} job(s), {len(report.active)} active alert(s)"
+            message = (
+                f"ok: {len(report.jobs) + report.unread} job(s), "
+                f"{len(report.active)} active alert(s)"
+            )
         else:
             state = PingState.FAIL
             message = "watcher check failed: " + (snippet(error) if error else "no report")
@@ -183,10 +186,11 @@ class StoreHeartbeat:
             "last_check_ok": error is None,
             "last_check_error": snippet(error) if error is not None else None,
             "last_check_host": f"{socket.gethostname()}:{os.getpid()}",
+            WATCH_DUE: 0,  # every check reads the watcher's own record (its alert state)
         }
         if report is not None:
             fields["last_check_alerts"] = len(report.active)
-            fields["last_check_jobs"] = len(report.jobs)
+            fields["last_check_jobs"] = len(report.jobs) + report.unread
         watcher.store.commit([Merge(status_key_of(WATCHER_JOB), fields)])
 
 

@@ -41,7 +41,12 @@ data "aws_iam_policy_document" "watcher" {
       "dynamodb:UpdateItem",
       "dynamodb:ConditionCheckItem",
     ]
-    resources = [var.table_arn, "${var.table_arn}/index/by-kind"]
+    resources = [
+      var.table_arn,
+      "${var.table_arn}/index/by-kind",
+      "${var.table_arn}/index/by-due-at",
+      "${var.table_arn}/index/by-watch-due",
+    ]
   }
   statement {
     sid = "DeadLetters"

@@ -126,7 +126,12 @@ data "aws_iam_policy_document" "functions" {
         "dynamodb:DeleteItem",
         "dynamodb:ConditionCheckItem",
       ]
-      resources = [statement.value, "${statement.value}/index/by-kind"]
+      resources = [
+        statement.value,
+        "${statement.value}/index/by-kind",
+        "${statement.value}/index/by-due-at",
+        "${statement.value}/index/by-watch-due",
+      ]
     }
   }
   dynamic "statement" {

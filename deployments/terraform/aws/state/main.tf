@@ -1,5 +1,7 @@
 # The state table: partition key pk = job name, sort key sk = "<kind>#<id>"; the by-kind index
-# serves queries across jobs (the watcher reads every status record in one query). TTL on "ttl"
+# serves queries across jobs (every status record in one query); the sparse by-due-at and
+# by-watch-due indexes serve the watcher's due query (the status records whose due_at /
+# watch_due number is due: a check reads what is late, not every job). TTL on "ttl"
 # (written from each record's expire_at), point-in-time recovery, on-demand capacity.
 # The layout must match cronwarden.adapters.aws.store.table_definition.
 
@@ -52,11 +54,33 @@ resource "aws_dynamodb_table" "state" {
     name = "jk"
     type = "S"
   }
+  attribute {
+    name = "due_at"
+    type = "N"
+  }
+  attribute {
+    name = "watch_due"
+    type = "N"
+  }
 
   global_secondary_index {
     name            = "by-kind"
     hash_key        = "k"
     range_key       = "jk"
+    projection_type = "ALL"
+  }
+
+  global_secondary_index {
+    name            = "by-due-at"
+    hash_key        = "k"
+    range_key       = "due_at"
+    projection_type = "ALL"
+  }
+
+  global_secondary_index {
+    name            = "by-watch-due"
+    hash_key        = "k"
+    range_key       = "watch_due"
     projection_type = "ALL"
   }
 

@@ -45,11 +45,12 @@ variable "indexes" {
 }
 
 variable "field_overrides" {
-  description = "Single-field settings: index exemptions and TTL fields."
+  description = "Single-field settings: index exemptions (order \"\"), single-field indexes (order ASCENDING) and TTL fields."
   type = list(object({
     collection = string
     field      = string
     ttl        = bool
+    order      = string
   }))
 }
 
@@ -91,8 +92,9 @@ resource "google_firestore_index" "this" {
   }
 }
 
-# An empty index_config exempts the field from single-field indexing; ttl_config makes Firestore
-# delete documents once `expire_at` has passed.
+# An empty index_config exempts the field from single-field indexing (an order keeps one index
+# in that order: the status records' due fields, which the watcher's due query ranges over);
+# ttl_config makes Firestore delete documents once `expire_at` has passed.
 resource "google_firestore_field" "this" {
   for_each   = local.fields
   project    = var.project
@@ -100,7 +102,15 @@ resource "google_firestore_field" "this" {
   collection = each.value.collection
   field      = each.value.field
 
-  index_config {}
+  index_config {
+    dynamic "indexes" {
+      for_each = each.value.order != "" ? [each.value.order] : []
+      content {
+        order       = indexes.value
+        query_scope = "COLLECTION"
+      }
+    }
+  }
 
   dynamic "ttl_config" {
     for_each = each.value.ttl ? [1] : []

@@ -339,61 +339,85 @@ module "state" {
       collection = "cw_run"
       field      = "d"
       ttl        = false
+      order      = ""
     },
     {
       collection = "cw_run"
       field      = "rev"
       ttl        = false
+      order      = ""
     },
     {
       collection = "cw_run"
       field      = "expire_at"
       ttl        = true
+      order      = ""
     },
     {
       collection = "cw_lock"
       field      = "d"
       ttl        = false
+      order      = ""
     },
     {
       collection = "cw_lock"
       field      = "rev"
       ttl        = false
+      order      = ""
     },
     {
       collection = "cw_status"
       field      = "d"
       ttl        = false
+      order      = ""
     },
     {
       collection = "cw_status"
       field      = "rev"
       ttl        = false
+      order      = ""
+    },
+    {
+      collection = "cw_status"
+      field      = "due_at"
+      ttl        = false
+      order      = "ASCENDING"
+    },
+    {
+      collection = "cw_status"
+      field      = "watch_due"
+      ttl        = false
+      order      = "ASCENDING"
     },
     {
       collection = "cw_item"
       field      = "d"
       ttl        = false
+      order      = ""
     },
     {
       collection = "cw_item"
       field      = "rev"
       ttl        = false
+      order      = ""
     },
     {
       collection = "cw_item"
       field      = "expire_at"
       ttl        = true
+      order      = ""
     },
     {
       collection = "cw_outbox"
       field      = "d"
       ttl        = false
+      order      = ""
     },
     {
       collection = "cw_outbox"
       field      = "rev"
       ttl        = false
+      order      = ""
     },
   ]
   depends_on = [google_project_service.apis]
