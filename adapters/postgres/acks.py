@@ -52,15 +52,16 @@ class AckBuffer:
         with self._cond:
             if self._stopping:
                 return False
-            if not self._pending:
-                self._oldest = time.monotonic()
+            first = not self._pending
             self._pending.append(ack)
+            if first:  # else the flusher already waits for the oldest one's deadline
+                self._oldest = time.monotonic()
+                self._cond.notify_all()
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._loop, name="cronwarden-pg-acks", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify_all()
             return True
 
     def take(self) -> list[PendingAck]:
