@@ -9,6 +9,8 @@
   ``dead_letter(reason, description)`` moves it there with the worker's reason.
 * ``publish(dedup_id=…)`` enqueues nothing when the id was seen within ``dedup_window``
   (``<schema>.dedup``, one statement with the insert); old ids are swept in bounded batches.
+* ``publish_many`` (the trigger's catch-up and backfill batches) enqueues a whole batch in one
+  statement, all or nothing, with the same de-duplication and one ``NOTIFY``.
 * Every publish, retry and redrive sends ``NOTIFY`` on the schema's channel in the same
   statement; a receiver waiting in ``receive(wait=…)`` sleeps on a condition that a listener
   thread (one ``LISTEN`` connection per queue object) signals, so an idle worker wakes at once
@@ -29,10 +31,17 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cronwarden.model.ports import REDRIVE_ATTRIBUTE, DeadLetter, Delivery, Queue, QueueCapabilities
+from cronwarden.model.ports import (
+    REDRIVE_ATTRIBUTE,
+    DeadLetter,
+    Delivery,
+    Outgoing,
+    Queue,
+    QueueCapabilities,
+)
 from cronwarden.model.redaction import redact
 
 from .acks import AckBuffer, PendingAck
@@ -108,6 +117,7 @@ class PostgresQueue(Queue):
             "WHERE d.seen_at < clock_timestamp() - %(window)s * interval '1 second' "
             f"RETURNING 1), ins AS ({insert} FROM fresh RETURNING seq) {notify}"
         )
+        self._sql_publish_many = _publish_many_statement(q)
         self._sql_receive = _receive_statement(q)
         self._sql_ack = (
             f"DELETE FROM {q}.messages m USING unnest(%(ack_seqs)s::bigint[], "
@@ -145,6 +155,37 @@ class PostgresQueue(Queue):
         published = self.db.run(work, what="publish", writes=True)
         if not published:
             log.debug("publish of %s suppressed: seen within the dedup window", dedup_id)
+
+    def publish_many(self, messages: Sequence[Outgoing]) -> None:
+        """All of ``messages`` in **one statement** (all or nothing), in order, each as
+        :meth:`publish` would (a dedup id seen within the window, or earlier in the batch,
+        enqueues nothing); one ``NOTIFY``."""
+        if not messages:
+            return
+        params = {
+            "mids": [m.dedup_id or secrets.token_hex(8) for m in messages],
+            "bodies": [bytes(m.body) for m in messages],
+            "attrs": [
+                json.dumps({str(k): str(v) for k, v in (m.attributes or {}).items()})
+                for m in messages
+            ],
+            "delays": [max(0.0, float(m.delay)) for m in messages],
+            "dedup": [m.dedup_id is not None for m in messages],
+            "channel": self.channel,
+            "window": self.dedup_window,
+        }
+
+        def work(conn: psycopg.Connection[Any]) -> int:
+            row = self.db.execute(conn, self._sql_publish_many, params).fetchone()
+            return int(row[0]) if row else 0
+
+        published = self.db.run(work, what="publish", writes=True)
+        if published < len(messages):
+            log.debug(
+                "publish of %d message(s): %d suppressed (seen within the dedup window)",
+                len(messages),
+                len(messages) - published,
+            )
 
     # -- Consumer ----------------------------------------------------------------------------
 
@@ -494,6 +535,36 @@ class _Wakeups(threading.Thread):
     def stop(self) -> None:
         self._stopping.set()
         self.join(timeout=10)
+
+
+def _publish_many_statement(q: str) -> str:
+    """A batch publish as one plain statement: the messages as parallel arrays (``mids``,
+    ``bodies``, ``attrs``, ``delays``, ``dedup``: whether ``mid`` is a dedup id). A dedup id is
+    recorded once (its first occurrence in the batch) and enqueues only when fresh, as in a
+    single publish; messages are inserted in the batch's order (ascending ``seq``). Returns
+    one row: how many were enqueued (and one ``NOTIFY`` when any were)."""
+    batch = (
+        "SELECT * FROM unnest(%(mids)s::text[], %(bodies)s::bytea[], %(attrs)s::text[], "
+        "%(delays)s::float8[], %(dedup)s::boolean[]) WITH ORDINALITY "
+        "AS b(mid, body, attrs, delay, dedup, ord)"
+    )
+    return (
+        f"WITH batch AS MATERIALIZED ({batch}), "
+        "firsts AS MATERIALIZED (SELECT DISTINCT ON (mid) mid, ord FROM batch WHERE dedup "
+        "ORDER BY mid, ord), "
+        f"fresh AS (INSERT INTO {q}.dedup AS d (dedup_id, seen_at) "
+        "SELECT mid, clock_timestamp() FROM firsts ON CONFLICT (dedup_id) DO UPDATE "
+        "SET seen_at = EXCLUDED.seen_at "
+        "WHERE d.seen_at < clock_timestamp() - %(window)s * interval '1 second' "
+        "RETURNING dedup_id), "
+        f"ins AS (INSERT INTO {q}.messages (message_id, body, attributes, visible_at, "
+        "enqueued_at) SELECT b.mid, b.body, b.attrs::jsonb, "
+        "clock_timestamp() + b.delay * interval '1 second', clock_timestamp() FROM batch b "
+        "WHERE NOT b.dedup OR b.ord IN (SELECT f.ord FROM firsts f JOIN fresh "
+        "ON fresh.dedup_id = f.mid) ORDER BY b.ord RETURNING seq) "
+        "SELECT n, CASE WHEN n > 0 THEN pg_notify(%(channel)s, '') END "
+        "FROM (SELECT count(*) AS n FROM ins) c"
+    )
 
 
 def _receive_statement(q: str) -> str:
