@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cronwarden.model.redaction import redact
+
 log = logging.getLogger("cronwarden.postgres")
 #: seconds between flush attempts after a failed flush (the database is down)
 RETRY_PAUSE = 1.0
@@ -75,7 +77,7 @@ class AckBuffer:
         if not acks:
             return
         with self._cond:
-            self._oldest = time.monotonic() - self.bound if not self._pending else self._oldest
+            self._oldest = time.monotonic() - self.bound  # older than anything buffered
             self._pending = acks + self._pending
             self._cond.notify_all()
 
@@ -105,8 +107,9 @@ class AckBuffer:
                 self.flush()
             except Exception as exc:
                 log.warning(
-                    "sending buffered acks failed (%s); retrying in %ss",
+                    "sending buffered acks failed (%s: %s); retrying in %ss",
                     type(exc).__name__,
+                    redact(str(exc)),
                     RETRY_PAUSE,
                     extra={"event": "queue.ack_flush_failed"},
                 )

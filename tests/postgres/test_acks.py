@@ -168,3 +168,27 @@ def test_a_crash_before_the_flush_runs_nothing_twice(
     status = store.get(Key(STATUS, "once"))
     assert status is not None and status.data.get("duplicates") == 1
     assert queue.depth() == 0  # the duplicate was acked
+
+
+def test_a_failed_send_keeps_the_acks_and_the_flusher_sends_them_again() -> None:
+    from cronwarden.adapters.postgres.acks import AckBuffer, PendingAck
+
+    sent: list[list[int]] = []
+    failures = [ConnectionError("database restarting")]
+
+    def send(acks: list[PendingAck]) -> None:
+        if failures:
+            raise failures.pop()
+        sent.append([a.seq for a in acks])
+
+    buffer = AckBuffer(0.05, send)
+    buffer.add(PendingAck(1, "r1", "m1"))
+    taken = buffer.take()  # a receive took it, and its statement failed
+    buffer.add(PendingAck(2, "r2", "m2"))
+    buffer.put_back(taken)
+    _poll(lambda: sent, deadline=10, what="resend")  # first try fails, the next one sends
+    assert sent == [[1, 2]] and not failures
+    buffer.add(PendingAck(3, "r3", "m3"))
+    buffer.close()  # sends what is left
+    assert sent == [[1, 2], [3]]
+    assert buffer.add(PendingAck(4, "r4", "m4")) is False  # closed: the caller sends it
