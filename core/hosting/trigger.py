@@ -23,7 +23,15 @@ from typing import Any
 from ..jobs.definitions import Job, JobSet
 from ..model.errors import MalformedRunRequest, StoreUnavailable
 from ..model.logs import get_logger
-from ..model.ports import AFTER_ATTRIBUTE, REDRIVE_ATTRIBUTE, Delivery, Publisher, Queue, Store
+from ..model.ports import (
+    AFTER_ATTRIBUTE,
+    REDRIVE_ATTRIBUTE,
+    Delivery,
+    Outgoing,
+    Publisher,
+    Queue,
+    Store,
+)
 from ..model.redaction import redact
 from ..model.runs import RunRequest, format_window, parse_window, request_attributes
 from ..model.schedule import utc
@@ -92,8 +100,18 @@ class Trigger:
         carries the window before it (:data:`~cronwarden.model.ports.AFTER_ATTRIBUTE`) and waits
         while that one can still run."""
         ordered = sorted(requests, key=lambda r: r.window)
+        if len(ordered) == 1:
+            self.publish(ordered[0])
+            return
+        messages = []
         for previous, request in zip([None, *ordered], ordered, strict=False):
-            self.publish(request, after=None if previous is None else previous.window)
+            attributes = request_attributes(request)
+            if previous is not None:
+                attributes[AFTER_ATTRIBUTE] = format_window(previous.window)
+            messages.append(Outgoing(request.to_json(), attributes, request.run_key))
+        self.queue.publish_many(messages)  # one round trip where the broker can batch
+        for request in ordered:
+            _log_enqueued(request)
 
     def publish(
         self, request: RunRequest, *, delay: float = 0.0, after: datetime | None = None
@@ -107,24 +125,28 @@ class Trigger:
             dedup_id=request.run_key,
             delay=delay,
         )
-        log.info(
-            "%s: enqueued %s (%s)",
-            request.job,
-            request.run_key,
-            request.reason,
-            extra={
-                "event": "run.enqueued",
-                "job": request.job,
-                "run_key": request.run_key,
-                "reason": request.reason,
-            },
-        )
+        _log_enqueued(request)
 
     def _job(self, name: str) -> Job:
         job = self.jobs.get(name)
         if job is None:
             raise KeyError(f"unknown job {name!r}; known: {', '.join(j.name for j in self.jobs)}")
         return job
+
+
+def _log_enqueued(request: RunRequest) -> None:
+    log.info(
+        "%s: enqueued %s (%s)",
+        request.job,
+        request.run_key,
+        request.reason,
+        extra={
+            "event": "run.enqueued",
+            "job": request.job,
+            "run_key": request.run_key,
+            "reason": request.reason,
+        },
+    )
 
 
 class WindowRefused(ValueError):

@@ -455,6 +455,16 @@ class QueueCapabilities:
     max_delay: float | None = None
 
 
+@dataclass(frozen=True)
+class Outgoing:
+    """One message of :meth:`Publisher.publish_many`: the arguments of one ``publish``."""
+
+    body: bytes
+    attributes: Mapping[str, str] | None = None
+    dedup_id: str | None = None
+    delay: float = 0.0
+
+
 class Publisher(abc.ABC):
     """The role of whoever enqueues run requests (a trigger, a scheduler tick, a redrive)."""
 
@@ -471,6 +481,14 @@ class Publisher(abc.ABC):
     ) -> None:
         """Enqueue ``body``; with a ``dedup_id`` seen within the broker's dedup window, enqueue
         nothing (brokers without deduplication may deliver twice: the store's claim dedupes)."""
+
+    def publish_many(self, messages: Sequence[Outgoing]) -> None:
+        """Enqueue ``messages`` in order, each as :meth:`publish` would. This default publishes
+        them one by one: after an error the earlier ones may be enqueued (publishing them all
+        again is safe with dedup ids). Brokers that can enqueue a batch at once override it
+        (e.g. one statement, all or nothing)."""
+        for m in messages:
+            self.publish(m.body, attributes=m.attributes, dedup_id=m.dedup_id, delay=m.delay)
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections. Idempotent."""

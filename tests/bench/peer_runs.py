@@ -30,6 +30,9 @@ BATCH = int(os.environ.get("CW_PEERS_PGQUEUER_BATCH", "100"))
 #: retry, a redelivery); ``done`` then counts how many runs the second fires made
 FIRES = int(os.environ.get("CW_PEERS_FIRES", "1"))
 SYSTEMS = ("cronwarden-queue", "cronwarden-engine", "dbos", "pgqueuer", "procrastinate")
+#: measured only when named (``--only``): cronwarden through the queue with every ack sent on
+#: its own (``ack_flush=0``: the queue's ack path before acks rode on the next receive)
+EXTRA_SYSTEMS = ("cronwarden-queue-unbuffered",)
 
 
 def _work() -> int:
@@ -48,7 +51,9 @@ def _windows(runs: int) -> list[datetime]:
     return [now - timedelta(minutes=runs - i) for i in range(runs)]
 
 
-def _cronwarden(dsn: str, runs: int, *, queue: bool) -> tuple[float, int]:
+def _cronwarden(
+    dsn: str, runs: int, *, queue: bool, ack_flush: float | None = None
+) -> tuple[float, int]:
     import cronwarden
     from cronwarden import Engine, JobSet, OutcomeKind, RunContext, RunRequest, Trigger, Worker
     from cronwarden.adapters.postgres import PostgresQueue, PostgresSettings, PostgresStore
@@ -63,7 +68,11 @@ def _cronwarden(dsn: str, runs: int, *, queue: bool) -> tuple[float, int]:
     jobs = JobSet([cronwarden.job("bench", cron="* * * * *", max_runtime="5m")(trivial)])
     settings = PostgresSettings(dsn=dsn, schema="cw", expire_every=0)
     store = PostgresStore(settings)
-    q = PostgresQueue(settings, database=store.db)
+    q = (
+        PostgresQueue(settings, database=store.db)
+        if ack_flush is None
+        else PostgresQueue(settings, database=store.db, ack_flush=ack_flush)
+    )
     engine = Engine(jobs, store)
     store.get(Key(STATUS, "bench"))  # first use migrates the schema: set-up, not a run
     q.depth()
@@ -209,6 +218,9 @@ def _procrastinate(dsn: str, runs: int) -> tuple[float, int]:
 RUNNERS: dict[str, Callable[[str, int], tuple[float, int]]] = {
     "cronwarden-queue": lambda dsn, runs: _cronwarden(dsn, runs, queue=True),
     "cronwarden-engine": lambda dsn, runs: _cronwarden(dsn, runs, queue=False),
+    "cronwarden-queue-unbuffered": lambda dsn, runs: _cronwarden(
+        dsn, runs, queue=True, ack_flush=0.0
+    ),
     "dbos": _dbos,
     "pgqueuer": _pgqueuer,
     "procrastinate": _procrastinate,

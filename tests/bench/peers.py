@@ -30,7 +30,7 @@ import time
 from importlib import metadata
 from typing import Any
 
-from .peer_runs import SYSTEMS
+from .peer_runs import EXTRA_SYSTEMS, SYSTEMS
 from .stats import summary
 
 RUNS = 200
@@ -454,7 +454,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.peers")
     parser.add_argument("--runs", type=int, default=RUNS)
     parser.add_argument("--rounds", type=int, default=ROUNDS)
-    parser.add_argument("--only", nargs="*", choices=SYSTEMS, default=list(SYSTEMS))
+    parser.add_argument("--only", nargs="*", choices=SYSTEMS + EXTRA_SYSTEMS, default=list(SYSTEMS))
     parser.add_argument(
         "--no-faults", action="store_true", help="skip the double-fire, SIGKILL and pause runs"
     )

@@ -32,11 +32,13 @@ def make_store(settings: PostgresSettings) -> Iterator[Callable[..., PostgresSto
 
 @pytest.fixture
 def make_queue(settings: PostgresSettings) -> Iterator[Callable[..., PostgresQueue]]:
-    """Queues on the test's schema, each with its own pool and listener (separate hosts)."""
+    """Queues on the test's schema, each with its own pool and listener (separate hosts).
+    ``ack_flush=`` goes to the queue, every other keyword to its settings."""
     made: list[PostgresQueue] = []
 
     def make(**overrides: Any) -> PostgresQueue:
-        queue = PostgresQueue(_with(settings, overrides))
+        kwargs = {k: overrides.pop(k) for k in ("ack_flush",) if k in overrides}
+        queue = PostgresQueue(_with(settings, overrides), **kwargs)
         made.append(queue)
         return queue
 
