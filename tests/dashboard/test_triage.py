@@ -127,7 +127,6 @@ def test_the_fast_overview_says_what_judging_every_job_says(
         judged.clear()
         first = overview(dash, limit=1)
         # the one row shown, the problems, the paused and the never-run job: not the fleet
-        assert first["states"]["paused"] == 1
         assert len(judged) == len(set(judged)) <= first["problem_jobs"] + 2, judged
         if at < timedelta(hours=3):  # the healthy jobs are settled by their records
             assert not {f"healthy-{i:02d}" for i in range(1, HEALTHY)} & set(judged), judged
