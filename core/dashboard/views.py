@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
 from ..jobs.definitions import Job, JobSet
+from ..model.logs import get_logger
 from ..model.ports import ITEM, RUN, STATUS, DeadLetters, Store
 from ..model.records import (
     DELIVERIES,
@@ -312,7 +313,17 @@ def overview(
         for m in shown:
             if m.health is None:
                 m.health = late[m.job.name]
-                m.state = _job_state(m.health)  # the row says what the full judgement found
+                if m.health.conditions:  # the record's promise broke: the row says so, loudly
+                    m.state = _job_state(m.health)
+                    get_logger("dashboard").error(
+                        "overview: %s was counted as %s from its status record, but judging "
+                        "it finds %s; the overview's counts are short of it until the "
+                        "watcher's next check",
+                        m.job.name,
+                        _state_of(m.status, False),
+                        ", ".join(sorted(kind.value for kind in m.health.conditions)),
+                        extra={"event": "dashboard.triage_mismatch", "job": m.job.name},
+                    )
     rows = [
         _job_row(m.health, m.state, m.dead_letters, dash.baselines, now, m.undelivered)
         for m in shown

@@ -138,3 +138,44 @@ def test_the_fast_overview_says_what_judging_every_job_says(
     assert "silent" not in at_1130
     assert "silent" in at_1230  # missed, found without a watcher check
     assert {"never", "silent"} <= at_1330
+
+
+def test_a_row_whose_record_broke_its_promise_says_what_judging_it_finds(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A record that says "not due, nothing to follow" while a condition holds (written by
+    hand here: no commit of cronwarden writes one) is counted from its record, but its row is
+    judged in full: the row shows the alert and an error log line names the mismatch."""
+    from cronwarden.adapters.local import SQLiteStore
+    from cronwarden.model.ports import Merge
+    from cronwarden.model.records import due_ts, iso, status_key_of
+
+    jobs = _fleet("0 * * * *")
+    now = T0 + timedelta(minutes=30)
+    store = SQLiteStore(str(tmp_path / "state.db"))
+    try:
+        _run_window(jobs, store, T0, set())
+        store.commit(
+            [
+                Merge(
+                    status_key_of("healthy-00"),
+                    {
+                        "skips_since_success": 7,
+                        "last_skip_owner": "worker-9",
+                        "last_skip_at": iso(now),
+                        "watch_due": due_ts(now) + 600,
+                    },
+                )
+            ]
+        )
+        dash = Dashboard(JobSet([jobs.get("healthy-00")]), store, None, clock=lambda: now)
+        with caplog.at_level("ERROR"):
+            fast = overview(dash)
+        full = overview(dash, full=True)
+    finally:
+        store.close()
+    assert full["states"]["alerting"] == 1
+    assert fast["states"]["alerting"] == 0  # counted from the record
+    assert fast["jobs"] == full["jobs"]  # the row itself is judged: it shows the alert
+    assert fast["jobs"][0]["state"] == "alerting"
+    assert any(getattr(r, "event", "") == "dashboard.triage_mismatch" for r in caplog.records)
