@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
 from ..jobs.definitions import Job, JobSet
+from ..model.logs import get_logger
 from ..model.ports import ITEM, RUN, STATUS, DeadLetters, Store
 from ..model.records import (
     DELIVERIES,
@@ -34,6 +35,7 @@ from ..run.ledger import read_items
 from ..watch.outbox import UNROUTED, DeliveryPolicy, pending_of
 from ..watch.watcher import JobHealth, Watcher
 from . import _timeline
+from ._triage import Triage
 
 #: the one place the page's window accounting comes from (swap for
 #: ``cronwarden.run.accounting.window_states`` when [windows] lands)
@@ -178,10 +180,14 @@ def _baseline(
 
 
 def _job_state(health: JobHealth) -> str:
-    status = health.status
+    return _state_of(health.status, bool(health.conditions))
+
+
+def _state_of(status: Mapping[str, Any], alerting: bool) -> str:
+    """A row's state from the job's status record and whether a condition holds."""
     if status.get("paused"):
         return "paused"
-    if health.conditions:
+    if alerting:
         return "alerting"
     if status.get("status") == "running":
         return "running"
@@ -217,7 +223,10 @@ class _Match:
     """A job that passed the overview's filters, before its row is built (only the rows of the
     page asked for are: building one is most of a row's cost)."""
 
-    health: JobHealth
+    job: Job
+    #: None for a job its record settles (:mod:`._triage`): judged only if its row is shown
+    health: JobHealth | None
+    status: dict[str, Any]
     state: str
     dead_letters: int
     undelivered: list[dict[str, Any]]
@@ -235,12 +244,17 @@ def overview(
     state: str | None = None,
     limit: int = PAGE_SIZE,
     page: int = 1,
+    full: bool = False,
 ) -> dict[str, Any]:
-    """One page of the jobs (filtered), from the watcher's one status query plus one
+    """One page of the jobs (filtered), from one query of every status record plus one
     dead-letter peek.
 
-    Every job is evaluated (the state counts cover them all), but only the ``limit`` rows of
-    ``page`` are built. Problem jobs (alerting, last run failed, letters in the dead-letter
+    The state counts cover every job. Only the jobs that can be problems are judged in full by
+    the watcher's evaluation (:mod:`._triage`: due records, alert state, failed runs, dead
+    letters, jobs no watcher has judged, ...); a job the watcher judged healthy and that is not
+    due is counted from its record, and judged only when its row is on the page asked for.
+    The counts and the order are those of judging every job (``full=True``, the reference the
+    tests compare with). Problem jobs (alerting, last run failed, letters in the dead-letter
     queue, alerts no channel has received) come first, then the others, each in definition
     order: a problem is never behind a page of healthy jobs, and ``problem_jobs`` counts them.
     A page past the last is empty (its ``links`` lead back)."""
@@ -252,15 +266,33 @@ def overview(
         raise BadRequest("page must be 1 or more")
     now = dash.clock()
     watcher = Watcher(dash.jobs, dash.store, None, notifiers=[], clock=lambda: now, hooks=[])
-    health, _ = watcher.evaluate(dash.store.query(STATUS), now, None)
     depth, per_job = None, Counter[str]()
     if dash.dead_letters is not None:
         depth = dash.dead_letters.dlq_depth()
         per_job = _dlq_by_job(dash.dead_letters.dlq_peek(MAX_DEAD_LETTERS)) if depth else per_job
+    records = dash.store.query(STATUS)
+    by_job = {r.key.job: r.data for r in records}
+    if full:
+        judge = None
+    else:
+        triage = Triage(now, watcher.horizon, watcher._always())
+        judge = {
+            job.name
+            for job in dash.jobs
+            if not triage.settled(job, by_job.get(job.name), per_job.get(job.name, 0))
+        }
+    judged, _ = watcher.evaluate(records, now, None, judge)
+    health_of = {item.job.name: item for item in judged[: len(judge)]} if judge is not None else {}
+    consumers = judged[len(judge) :] if judge is not None else []
+    entries: list[tuple[Job, JobHealth | None, dict[str, Any]]]
+    if judge is None:
+        entries = [(item.job, item, item.status) for item in judged]
+    else:
+        entries = [(job, health_of.get(job.name), by_job.get(job.name, {})) for job in dash.jobs]
+        entries += [(item.job, item, item.status) for item in consumers]
     matches, states = [], Counter[str]()
-    for item in health:
-        job = item.job
-        row_state = _job_state(item)
+    for job, item, status in entries:
+        row_state = _job_state(item) if item is not None else _state_of(status, False)
         states[row_state] += 1
         if owner and job.owner != owner:
             continue
@@ -268,20 +300,40 @@ def overview(
             continue
         if state and row_state != state:
             continue
-        undelivered = _undelivered(job.name, item.status, now)
-        matches.append(_Match(item, row_state, per_job.get(job.name, 0), undelivered))
+        undelivered = _undelivered(job.name, status, now)
+        matches.append(_Match(job, item, status, row_state, per_job.get(job.name, 0), undelivered))
     matches.sort(key=lambda m: not m.problem)  # stable: definition order within each group
     pages = max(1, -(-len(matches) // limit))
     first = (page - 1) * limit
-    shown = [
+    shown = matches[first : first + limit]
+    unjudged = {m.job.name for m in shown if m.health is None}
+    if unjudged:  # the rows shown are judged in full (their texts, next expected, ...)
+        rows_health, _ = watcher.evaluate(records, now, None, unjudged)
+        late = {item.job.name: item for item in rows_health[: len(unjudged)]}
+        for m in shown:
+            if m.health is None:
+                m.health = late[m.job.name]
+                if m.health.conditions:  # the record's promise broke: the row says so, loudly
+                    m.state = _job_state(m.health)
+                    get_logger("dashboard").error(
+                        "overview: %s was counted as %s from its status record, but judging "
+                        "it finds %s; the overview's counts are short of it until the "
+                        "watcher's next check",
+                        m.job.name,
+                        _state_of(m.status, False),
+                        ", ".join(sorted(kind.value for kind in m.health.conditions)),
+                        extra={"event": "dashboard.triage_mismatch", "job": m.job.name},
+                    )
+    rows = [
         _job_row(m.health, m.state, m.dead_letters, dash.baselines, now, m.undelivered)
-        for m in matches[first : first + limit]
+        for m in shown
+        if m.health is not None
     ]
     filters = {"owner": owner, "tag": tag, "state": state, "limit": limit}
     return {
         "generated_at": instant(now),
         "dlq_depth": depth,
-        "total_jobs": len(health),
+        "total_jobs": len(entries),
         "matching_jobs": len(matches),
         "problem_jobs": sum(1 for m in matches if m.problem),
         "states": {s: states.get(s, 0) for s in JOB_STATES},
@@ -292,9 +344,9 @@ def overview(
         "page": page,
         "pages": pages,
         "page_size": limit,
-        "first_row": first + 1 if shown else 0,
+        "first_row": first + 1 if rows else 0,
         "links": _page_links(filters, page, pages),
-        "jobs": shown,
+        "jobs": rows,
     }
 
 

@@ -1,8 +1,9 @@
 """The dashboard's overview at 1,000 and 10,000 jobs on the local store (SQLite), and page
 weights. ``python -m tests.bench.dashboard`` runs it alone.
 
-Timed through the ASGI app in process (Starlette's test client, no socket): the watcher's one
-status query, the evaluation of every job, and the JSON encoding (``/api/overview``) or the
+Timed through the ASGI app in process (Starlette's test client, no socket): the one query of
+every status record, the full evaluation of the jobs that can be problems and of the rows
+shown (the others are counted from their records), and the JSON encoding (``/api/overview``) or the
 Jinja2 rendering (``/``) of the first page as served (problem jobs first, ``PAGE_SIZE`` rows);
 ``/api/overview?limit=N`` (every row in one answer) for comparison with the unpaged overview.
 Weights are the bytes of each page as served (uncompressed) for the seeded fixture of the
@@ -72,10 +73,33 @@ def _overview(sizes: tuple[int, ...], repeats: int) -> list[dict[str, Any]]:
                     row[f"{name}_s"] = summary(times)
                     row[f"{name}_cpu_s"] = summary(cpu)  # less sensitive to a shared machine
                     row[f"{name}_bytes"] = weight
+                row.update(_before_after(all_jobs[:size], store, provider.queue(), repeats))
                 rows.append(row)
         finally:
             provider.close()
     return rows
+
+
+def _before_after(jobs: list[Any], store: Any, queue: Any, repeats: int) -> dict[str, Any]:
+    """The overview's first page as a view model (no HTTP, no encoding), in one run: judging
+    every job (``full=True``, the overview before [scale]) and judging only the jobs that can
+    be problems plus the rows shown (the default). The seeded records carry the watcher's
+    ``watch_due``, as a fleet a watcher checks does."""
+    from cronwarden.dashboard.views import Dashboard, overview
+
+    now = datetime.now(UTC)
+    dash = Dashboard(JobSet(jobs), store, queue, clock=lambda: now)
+    out: dict[str, Any] = {}
+    for name, full in (("view_full", True), ("view_fast", False)):
+        overview(dash, full=full)  # warm-up
+        times, cpu = [], []
+        for _ in range(repeats):
+            began, began_cpu = time.perf_counter(), time.process_time()
+            overview(dash, full=full)
+            times.append(time.perf_counter() - began)
+            cpu.append(time.process_time() - began_cpu)
+        out[f"{name}_s"], out[f"{name}_cpu_s"] = summary(times), summary(cpu)
+    return out
 
 
 def _weights() -> dict[str, int]:
@@ -137,6 +161,20 @@ def render(section: Any) -> list[str]:
             f"| {row['jobs']:,} | {_ms(row, 'api')} | {row['api_bytes']:,} "
             f"| {_ms(row, 'html')} | {row['html_bytes']:,} | {every} |"
         )
+    judged = [row for row in section["overview"] if "view_full_s" in row]
+    if judged:
+        out += [
+            "",
+            "The first page's view model (no HTTP), every job judged in full (before) and only "
+            "the jobs that can be problems plus the rows shown (after), in one run:",
+            "",
+            "| jobs | every job judged | problems and shown rows judged |",
+            "| ---: | ---: | ---: |",
+        ]
+        out += [
+            f"| {row['jobs']:,} | {_ms(row, 'view_full')} | {_ms(row, 'view_fast')} |"
+            for row in judged
+        ]
     out += ["", "| page | bytes (uncompressed) |", "| --- | ---: |"]
     out += [f"| {name} | {size:,} |" for name, size in section["weights"].items()]
     return [*out, ""]
