@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 from zoneinfo import ZoneInfo
 
 from ..jobs.definitions import Job, JobSet
+from ..jobs.pause import active_pause
 from ..model.logs import get_logger
 from ..model.ports import ITEM, RUN, STATUS, DeadLetters, Store
 from ..model.records import (
@@ -179,13 +180,19 @@ def _baseline(
     return None if value is None else dict(value)
 
 
-def _job_state(health: JobHealth) -> str:
-    return _state_of(health.status, bool(health.conditions))
+def _job_state(health: JobHealth, now: datetime) -> str:
+    return _state_of(health.status, bool(health.conditions), now)
 
 
-def _state_of(status: Mapping[str, Any], alerting: bool) -> str:
+def _paused(status: Mapping[str, Any], now: datetime) -> bool:
+    """Whether a pause is in force (``cronwarden pause`` writes ``pause``; ``paused`` is the
+    older field a status record may still carry)."""
+    return bool(status.get("paused")) or active_pause(status, now) is not None
+
+
+def _state_of(status: Mapping[str, Any], alerting: bool, now: datetime) -> str:
     """A row's state from the job's status record and whether a condition holds."""
-    if status.get("paused"):
+    if _paused(status, now):
         return "paused"
     if alerting:
         return "alerting"
@@ -292,7 +299,7 @@ def overview(
         entries += [(item.job, item, item.status) for item in consumers]
     matches, states = [], Counter[str]()
     for job, item, status in entries:
-        row_state = _job_state(item) if item is not None else _state_of(status, False)
+        row_state = _job_state(item, now) if item is not None else _state_of(status, False, now)
         states[row_state] += 1
         if owner and job.owner != owner:
             continue
@@ -314,13 +321,13 @@ def overview(
             if m.health is None:
                 m.health = late[m.job.name]
                 if m.health.conditions:  # the record's promise broke: the row says so, loudly
-                    m.state = _job_state(m.health)
+                    m.state = _job_state(m.health, now)
                     get_logger("dashboard").error(
                         "overview: %s was counted as %s from its status record, but judging "
                         "it finds %s; the overview's counts are short of it until the "
                         "watcher's next check",
                         m.job.name,
-                        _state_of(m.status, False),
+                        _state_of(m.status, False, now),
                         ", ".join(sorted(kind.value for kind in m.health.conditions)),
                         extra={"event": "dashboard.triage_mismatch", "job": m.job.name},
                     )
@@ -408,7 +415,7 @@ def _job_row(
         "suspicious": [redact(str(s)) for s in suspicious]
         if isinstance(suspicious, list)
         else None,
-        "paused": bool(status.get("paused")),
+        "paused": _paused(status, now) if now is not None else bool(status.get("paused")),
         "last_error": redact(record.error) if record.error else None,
         "last_run_key": status.get("run_key"),
         "undelivered": _undelivered(job.name, status, now) if undelivered is None else undelivered,

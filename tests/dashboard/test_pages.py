@@ -111,3 +111,22 @@ def test_page_numbers_are_checked(app: Any, query: str, status: int) -> None:
         data = response.json()
         assert data["jobs"] == [] and data["first_row"] == 0
         assert data["links"]["prev"] == "?page=1" and data["links"]["next"] is None
+
+
+def test_a_job_paused_with_cronwarden_pause_shows_as_paused(
+    app: Any, provider: LocalProvider
+) -> None:
+    """``cronwarden pause`` writes the status's ``pause`` field: the overview shows the job
+    paused (its state, its row's flag and the state filter), and no longer once resumed."""
+    from cronwarden.jobs.pause import pause, resume
+
+    client = TestClient(app)
+    name = "never"  # no run yet
+    pause(provider.store(), name, by="ops", reason="maintenance", now=seed.NOW)
+    rows = {j["name"]: j for j in client.get("/api/overview").json()["jobs"]}
+    assert rows[name]["state"] == "paused" and rows[name]["paused"] is True
+    filtered = client.get("/api/overview?state=paused").json()["jobs"]
+    assert name in [j["name"] for j in filtered]
+    resume(provider.store(), name, by="ops", now=seed.NOW)
+    rows = {j["name"]: j for j in client.get("/api/overview").json()["jobs"]}
+    assert rows[name]["state"] != "paused" and rows[name]["paused"] is False
