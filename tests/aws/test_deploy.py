@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cronwarden.adapters.aws.store import DUE_INDEXES, INDEX
 from cronwarden.cli import main as cli_main
 from cronwarden.emulators.aws import MotoServer
 from cronwarden.emulators.aws.terraform import find_mirror, moto_override, write_cli_config
@@ -240,7 +241,8 @@ def test_terraform_apply_plan_destroy_against_moto(tmp_path: Path, moto_server: 
     # What was applied is what the adapter expects.
     dynamodb, sqs = moto_server.client("dynamodb"), moto_server.client("sqs")
     table = dynamodb.describe_table(TableName="cwapply-state")["Table"]
-    assert [i["IndexName"] for i in table["GlobalSecondaryIndexes"]] == ["by-kind"]
+    indexes = {i["IndexName"] for i in table["GlobalSecondaryIndexes"]}
+    assert indexes == {INDEX, *DUE_INDEXES.values()}  # by-kind, and the watcher's due indexes
     ttl = dynamodb.describe_time_to_live(TableName="cwapply-state")["TimeToLiveDescription"]
     assert ttl["AttributeName"] == "ttl"
     url = sqs.get_queue_url(QueueName="cwapply-runs")["QueueUrl"]
