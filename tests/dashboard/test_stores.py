@@ -1,7 +1,7 @@
-"""The dashboard on the Redis and S3 providers (issue #32): the provider chosen by name as
-``cronwarden dashboard --provider NAME`` chooses it, seeded like the SQLite tests, and read and
-acted on through the app: the overview, a job's timeline and a run, the dead letters, and the
-window and pause actions."""
+"""The dashboard on the Redis, S3, Blob and GCS providers (issue #32): the provider chosen by
+name as ``cronwarden dashboard --provider NAME`` chooses it, seeded like the SQLite tests, and
+read and acted on through the app: the overview, a job's timeline and a run, the dead letters,
+and the window and pause actions."""
 
 from __future__ import annotations
 
@@ -30,6 +30,30 @@ DEAD = {"job": "dead", "window": "2026-01-20T12:00Z", "reason": "row fixed by ha
 
 
 def _env(request: pytest.FixtureRequest) -> dict[str, str]:
+    if request.param == "blob":
+        from tests.backends import blob_azurite
+
+        bus: Any = request.getfixturevalue("servicebus_emulator")
+        queue = bus.create_queue(max_delivery_count=10)
+        request.addfinalizer(lambda: bus.delete_queue(queue))
+        return {
+            "CRONWARDEN_AZURE_STORAGE_CONNECTION_STRING": blob_azurite(request).connection_string,
+            "CRONWARDEN_BLOB_CONTAINER": f"cw-{uuid.uuid4().hex[:12]}",
+            "CRONWARDEN_BLOB_CREATE_MISSING": "1",
+            "CRONWARDEN_SERVICEBUS_CONNECTION": bus.connection_string,
+            "CRONWARDEN_SERVICEBUS_QUEUE": queue,
+        }
+    if request.param == "gcs":
+        from tests.backends import fake_gcs
+
+        pubsub: Any = request.getfixturevalue("pubsub_emulator")
+        return {
+            "CRONWARDEN_GCP_PROJECT": f"cw-dash-{uuid.uuid4().hex[:8]}",
+            "PUBSUB_EMULATOR_HOST": pubsub.address,
+            "STORAGE_EMULATOR_HOST": fake_gcs(request).endpoint,
+            "CRONWARDEN_GCP_CREATE_MISSING": "1",
+            "CRONWARDEN_GCS_BUCKET": f"cw-{uuid.uuid4().hex[:12]}",
+        }
     if request.param == "redis":
         from cronwarden.adapters.redis import RedisSettings
 
@@ -46,6 +70,8 @@ def _env(request: pytest.FixtureRequest) -> dict[str, str]:
     params=[
         pytest.param("redis", marks=pytest.mark.redis),
         pytest.param("s3", marks=pytest.mark.aws),
+        pytest.param("blob", marks=pytest.mark.azure),
+        pytest.param("gcs", marks=pytest.mark.gcp),
     ]
 )
 def store_provider(
