@@ -5,9 +5,12 @@ and the window and pause actions."""
 
 from __future__ import annotations
 
+import json
+import urllib.request
 import uuid
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -169,3 +172,35 @@ def test_resolve_and_pause_act_on_the_store(client: TestClient, store_provider: 
     assert resumed.status_code == 200 and resumed.json()["paused"] is False
     status = store_provider.store().get(status_key_of("healthy"))
     assert status is not None and pause_of(status.data) is None
+
+
+@pytest.mark.redis
+def test_the_command_serves_redis_state(tmp_path: Path, redis_url: str, redis_prefix: str) -> None:
+    """``cronwarden dashboard --provider redis`` (a process on a free loopback port) shows a
+    run written to Redis."""
+    from cronwarden.adapters.redis import RedisProvider, RedisSettings
+    from cronwarden.jobs.config import load_jobs
+    from cronwarden.testing import run_once
+
+    from .test_cli import JOBS, _env, _serve, _stop
+
+    (tmp_path / "jobs.py").write_text(JOBS)
+    settings = RedisSettings(url=redis_url, prefix=redis_prefix)
+    provider = RedisProvider(settings)
+    try:
+        nightly = load_jobs(str(tmp_path / "jobs.py")).get("nightly")
+        assert nightly is not None
+        outcome = run_once(nightly, "2026-01-20T02:00Z", store=provider.store())
+        assert outcome.kind.value == "succeeded", outcome
+    finally:
+        provider.close()
+    process, port = _serve(tmp_path, "--provider", "redis", env=_env(tmp_path, **settings.to_env()))
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/overview", timeout=5) as answer:
+            data = json.loads(answer.read())
+        (row,) = data["jobs"]
+        assert row["name"] == "nightly" and row["last_success_window"]["utc"].startswith(
+            "2026-01-20T02:00"
+        ), row
+    finally:
+        _stop(process)
