@@ -1,8 +1,9 @@
 """Loading a jobs module, and choosing a provider by configuration.
 
 ``CRONWARDEN_PROVIDER`` selects the provider (``local`` by default, ``gcp``, ``azure``,
-``aws``, ``postgres``, ``redis``); each provider reads its own settings from the environment (see
-its ``from_env``). Job code never names a provider: moving clouds is a configuration change.
+``aws``, ``postgres``, ``redis``, ``s3``, ``blob``, ``gcs``); each provider reads its own
+settings from the environment (see its ``from_env``). Job code never names a provider: moving
+clouds is a configuration change.
 Providers are named here by import path only: no layer of the core imports an adapter.
 """
 
@@ -30,6 +31,8 @@ PROVIDERS = {
     "postgres": "cronwarden.adapters.postgres:PostgresProvider",
     "redis": "cronwarden.adapters.redis:RedisProvider",
     "s3": "cronwarden.adapters.objectstore:S3Provider",
+    "blob": "cronwarden.adapters.objectstore:BlobProvider",
+    "gcs": "cronwarden.adapters.objectstore:GcsProvider",
 }
 
 
@@ -46,7 +49,7 @@ def provider_from_env(name: str | None = None, **options: Any) -> Provider:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         extras = {"gcp": "gcp", "azure": "azure", "aws": "aws", "postgres": "postgres"}
-        extra = {**extras, "redis": "redis", "s3": "aws"}.get(chosen)
+        extra = {**extras, "redis": "redis", "s3": "aws", "blob": "azure", "gcs": "gcp"}.get(chosen)
         hint = f" (pip install 'cronwarden[{extra}]')" if extra else ""
         raise ConfigurationError(f"provider {chosen!r} is not available: {exc}{hint}") from exc
     cls = getattr(module, attr)

@@ -90,8 +90,8 @@ def test_debug_shows_the_traceback(cw, tmp_path: Path) -> None:
         (["history", "--jobs", "good.py", "nope"], "error: unknown job 'nope' (known: x)"),
         (
             ["status", "--jobs", "good.py", "--provider", "nimbus"],
-            "error: unknown provider 'nimbus'; choose one of aws, azure, gcp, local, postgres, "
-            "redis, s3",
+            "error: unknown provider 'nimbus'; choose one of aws, azure, blob, gcp, gcs, local, "
+            "postgres, redis, s3",
         ),
     ],
 )
