@@ -71,7 +71,9 @@ PROVIDERS = ("local", "gcp", "azure")
 
 def _run(emulators: Emulators, section: str, stores: list[str], quick: bool) -> Any:
     if section == "coldstart":
-        return coldstart.measure(["gcp", "azure"], repeats=3 if quick else coldstart.REPEATS)
+        return coldstart.measure(
+            list(coldstart.ENTRYPOINTS), repeats=3 if quick else coldstart.REPEATS
+        )
     if section == "costs":
         return costs.measure(emulators, stores, repeats=2 if quick else 5)
     if section == "ledger":

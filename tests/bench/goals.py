@@ -121,7 +121,7 @@ def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
             "none",
             not base["cloud_modules"],
         )
-    for provider in ("gcp", "azure"):
+    for provider in ("gcp", "azure", "aws"):
         row = cold.get(provider)
         if not row:
             continue

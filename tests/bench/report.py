@@ -282,7 +282,7 @@ def _cold(section: Any) -> list[str]:
                 "cloud SDK modules loaded: " + (", ".join(core["cloud_modules"]) or "none"),
             ]
         )
-    for provider in ("gcp", "azure"):
+    for provider in ("gcp", "azure", "aws"):
         row = section.get(provider)
         if not row:
             continue
