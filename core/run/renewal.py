@@ -43,6 +43,7 @@ class Ticket:
     def __init__(self, step: Callable[[], float | None]) -> None:
         self.step = step
         self.halted = False  #: stop() was called: run no further step
+        self.queued = False  #: it has an entry in the heap
         self.running: threading.Thread | None = None  #: the worker running its step
         self.done = threading.Event()  #: no step runs and none will
 
@@ -98,6 +99,7 @@ class Scheduler:
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
         self._workers = _Workers()
+        self._stale = 0  #: heap entries of halted tickets, dropped lazily
 
     def add(self, ticket: Ticket, delay: float) -> None:
         """Schedule ``ticket``'s first step in ``delay`` seconds."""
@@ -117,12 +119,23 @@ class Scheduler:
             running = ticket.running
             if running is None:
                 ticket.done.set()
+            if ticket.queued:
+                ticket.queued = False
+                self._stale += 1
+                if self._stale > 64 and self._stale * 2 > len(self._heap):
+                    # most runs end long before their first renewal: drop their entries
+                    self._heap = [e for e in self._heap if not e.ticket.halted]
+                    heapq.heapify(self._heap)
+                    self._stale = 0
         if running is not None and running is not threading.current_thread():
             ticket.done.wait()
 
     def _push(self, ticket: Ticket, delay: float) -> None:
-        heapq.heappush(self._heap, _Entry(time.monotonic() + delay, next(self._seq), ticket))
-        self._cond.notify()
+        entry = _Entry(time.monotonic() + delay, next(self._seq), ticket)
+        heapq.heappush(self._heap, entry)
+        ticket.queued = True
+        if self._heap[0] is entry:  # else the scheduler wakes earlier anyway: no switch per run
+            self._cond.notify()
 
     def _loop(self) -> None:
         while True:
@@ -132,7 +145,9 @@ class Scheduler:
                     if self._heap and self._heap[0].due <= now:
                         ticket = heapq.heappop(self._heap).ticket
                         if ticket.halted:
+                            self._stale = max(0, self._stale - 1)
                             continue  # its done event was set by halt()
+                        ticket.queued = False
                         ticket.running = self._placeholder
                         break
                     self._cond.wait(self._heap[0].due - now if self._heap else None)

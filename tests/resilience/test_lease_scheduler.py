@@ -17,6 +17,7 @@ from cronwarden.adapters.local import SQLiteStore
 from cronwarden.model.errors import Cancelled, LeaseLost
 from cronwarden.model.ports import LOCK, RUN, Create, Key, Op, Store, Update
 from cronwarden.run.lease import Lease, LeaseKeeper
+from cronwarden.run.renewal import scheduler
 from cronwarden.testing.faults import UNAVAILABLE, Fault, FaultyStore
 
 
@@ -224,3 +225,14 @@ def test_a_refused_renewal_reports_the_lease_lost(store: SQLiteStore) -> None:
     assert wait_for(lambda: not keeper.is_alive())
     assert len(lost) == 1 and lease.lost
     keeper.stop()
+
+
+def test_runs_that_end_before_their_renewal_leave_no_entries_behind(store: SQLiteStore) -> None:
+    lease = lease_on(store, "j", 600)
+    for _ in range(500):  # each run ends long before its first renewal is due
+        keeper = LeaseKeeper(lease, max_runtime=timedelta(hours=1), interval=300)
+        keeper.start()
+        keeper.stop()
+        assert not keeper.is_alive()
+    assert len(scheduler()._heap) <= 200  # halted entries are dropped, not kept for 300 s
+    assert lease.renewals == 0
