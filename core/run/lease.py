@@ -31,10 +31,11 @@ carries an unsettled write's id that write did land (a renewal whose reply was l
 and versions are adopted and the refused write is sent again. Only a record no write of this
 owner produced means a takeover; an ambiguous renewal never ends its own run as ``lease_lost``.
 
-The :class:`LeaseKeeper` thread renews when no write happened for a third of the TTL, stops
-renewing once the run passes its max runtime (the handler is then asked to stop, and the lease
-runs out so another worker can take over), and marks the lease lost when renewal is refused or
-when the lease expires because the store could not be reached.
+The :class:`LeaseKeeper` renews (on the process's one renewal scheduler, see :mod:`.renewal`:
+no thread per run) when no write happened for a third of the TTL, stops renewing once the run
+passes its max runtime (the handler is then asked to stop, and the lease runs out so another
+worker can take over), and marks the lease lost when renewal is refused or when the lease
+expires because the store could not be reached.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from ..model.logs import get_logger
 from ..model.ports import Delete, Key, Merge, Op, Store, Update, Version
 from ..model.records import LockRecord, RunRecord, iso, parse_iso
 from ..model.redaction import redact
+from .renewal import Ticket, scheduler
 
 #: how often one write adopts a lock rewritten under it by a pause or resume before it gives up
 _LOCK_ADOPTIONS = 3
@@ -488,12 +490,18 @@ class Lease:
         return self._expires
 
 
-class LeaseKeeper(threading.Thread):
+class LeaseKeeper:
     """Renews ``lease`` in the background until :meth:`stop` is called.
 
     ``max_runtime``: after this long the keeper interrupts the run with
     :class:`~cronwarden.model.errors.Cancelled` and stops renewing. ``on_renew`` is called after
     each renewal (e.g. to extend the queue delivery's visibility).
+
+    No thread per keeper: :meth:`start` registers it with the process's renewal scheduler
+    (:mod:`cronwarden.run.renewal`), which runs each due step on a worker thread. :meth:`stop`
+    makes a renewal stuck retrying give up and returns once no renewal of this lease is in
+    progress, so the run's last commit never races one. :meth:`is_alive` is True from
+    :meth:`start` until the keeper stopped, or ended itself (lease lost, max runtime).
     """
 
     def __init__(
@@ -505,7 +513,6 @@ class LeaseKeeper(threading.Thread):
         on_renew: Callable[[], None] | None = None,
         on_lost: Callable[[LeaseLost], None] | None = None,
     ) -> None:
-        super().__init__(name="cronwarden-lease", daemon=True)
         self.lease = lease
         self.max_runtime = max_runtime
         self.interval = max(0.05, interval)
@@ -514,45 +521,62 @@ class LeaseKeeper(threading.Thread):
         self.started_at = lease.clock()
         claimed = lease.run.started_at or self.started_at
         lease.deadline = claimed + max_runtime
-        self._halt = threading.Event()
+        self._ticket: Ticket | None = None
         self._extended_at = time.monotonic()
 
+    def start(self) -> None:
+        if self._ticket is not None:
+            raise RuntimeError("a lease keeper can be started only once")
+        self._ticket = Ticket(self._step)
+        scheduler().add(self._ticket, self._next_wait())
+
+    def is_alive(self) -> bool:
+        return self._ticket is not None and self._ticket.alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait until the keeper ended (stopped, lease lost, max runtime)."""
+        if self._ticket is not None:
+            self._ticket.done.wait(timeout)
+
     def stop(self) -> None:
-        self._halt.set()
         self.lease.quit_retrying.set()  # a renewal stuck retrying a failing store gives up
-        if self.is_alive() and threading.current_thread() is not self:
-            self.join()
+        if self._ticket is not None:
+            scheduler().halt(self._ticket)
         self.lease.quit_retrying.clear()  # the run's last commit retries as usual
 
-    def run(self) -> None:
+    def _step(self) -> float | None:
+        """One wake-up: seconds until the next, or None when the keeper is done."""
         lease = self.lease
-        while not self._halt.wait(self._next_wait()):
-            now = lease.clock()
-            if now - self.started_at > self.max_runtime:
-                lease.interrupt(Cancelled(f"run exceeded its max runtime of {self.max_runtime}"))
-                return
-            if now - lease.last_write < timedelta(seconds=self.interval):
-                # A progress write renewed the lease; keep the delivery's visibility in step.
-                self._extend_visibility()
-                continue
-            try:
-                with lease.mutex:
-                    if self._halt.is_set():
-                        return
-                    lease.renew()
-            except LeaseLost as exc:
+        now = lease.clock()
+        if now - self.started_at > self.max_runtime:
+            lease.interrupt(Cancelled(f"run exceeded its max runtime of {self.max_runtime}"))
+            return None
+        if now - lease.last_write < timedelta(seconds=self.interval):
+            # A progress write renewed the lease; keep the delivery's visibility in step.
+            self._extend_visibility()
+            return self._next_wait()
+        try:
+            with lease.mutex:
+                if self._halted():
+                    return None
+                lease.renew()
+        except LeaseLost as exc:
+            if self.on_lost:
+                self.on_lost(exc)
+            return None
+        except Exception as exc:  # store unreachable: retry until the lease runs out
+            if lease.clock() >= lease.expires_at() and not _settled(lease):
+                lost = LeaseLost(f"lease expired while the store was unreachable: {exc}")
+                lease.interrupt(lost)
                 if self.on_lost:
-                    self.on_lost(exc)
-                return
-            except Exception as exc:  # store unreachable: retry until the lease runs out
-                if lease.clock() >= lease.expires_at() and not _settled(lease):
-                    lost = LeaseLost(f"lease expired while the store was unreachable: {exc}")
-                    lease.interrupt(lost)
-                    if self.on_lost:
-                        self.on_lost(lost)
-                    return
-                continue
-            self._extend_visibility(force=True)
+                    self.on_lost(lost)
+                return None
+            return self._next_wait()
+        self._extend_visibility(force=True)
+        return self._next_wait()
+
+    def _halted(self) -> bool:
+        return self._ticket is not None and self._ticket.halted
 
     def _extend_visibility(self, *, force: bool = False) -> None:
         """Call ``on_renew`` after a renewal, and at least once per interval while progress

@@ -32,7 +32,41 @@ FIRES = int(os.environ.get("CW_PEERS_FIRES", "1"))
 SYSTEMS = ("cronwarden-queue", "cronwarden-engine", "dbos", "pgqueuer", "procrastinate")
 #: measured only when named (``--only``): cronwarden through the queue with every ack sent on
 #: its own (``ack_flush=0``: the queue's ack path before acks rode on the next receive)
-EXTRA_SYSTEMS = ("cronwarden-queue-unbuffered",)
+#: ``-thread``: the lease renewed by a thread started and joined per run (the keeper before
+#: the process-wide renewal scheduler), for before/after in one interleaved run
+EXTRA_SYSTEMS = (
+    "cronwarden-queue-unbuffered",
+    "cronwarden-engine-thread",
+    "cronwarden-queue-thread",
+)
+
+
+def _thread_per_run() -> None:
+    """Make the engine renew each run's lease on a thread of its own, as before the renewal
+    scheduler: the same renewal step, driven by a thread started and joined per run."""
+    import threading
+
+    from cronwarden.run import engine
+    from cronwarden.run.lease import LeaseKeeper
+
+    class ThreadKeeper(LeaseKeeper):
+        def start(self) -> None:
+            self._halt_event = threading.Event()
+            self._thread = threading.Thread(target=self._loop, daemon=True)
+            self._thread.start()
+
+        def _loop(self) -> None:
+            while not self._halt_event.wait(self._next_wait()):
+                if self._step() is None:
+                    return
+
+        def stop(self) -> None:
+            self._halt_event.set()
+            self.lease.quit_retrying.set()
+            self._thread.join()
+            self.lease.quit_retrying.clear()
+
+    engine.LeaseKeeper = ThreadKeeper  # type: ignore[misc]
 
 
 def _work() -> int:
@@ -221,6 +255,14 @@ RUNNERS: dict[str, Callable[[str, int], tuple[float, int]]] = {
     "cronwarden-queue-unbuffered": lambda dsn, runs: _cronwarden(
         dsn, runs, queue=True, ack_flush=0.0
     ),
+    "cronwarden-engine-thread": lambda dsn, runs: (
+        _thread_per_run(),
+        _cronwarden(dsn, runs, queue=False),
+    )[1],
+    "cronwarden-queue-thread": lambda dsn, runs: (
+        _thread_per_run(),
+        _cronwarden(dsn, runs, queue=True),
+    )[1],
     "dbos": _dbos,
     "pgqueuer": _pgqueuer,
     "procrastinate": _procrastinate,
