@@ -84,6 +84,7 @@ from cronwarden.model.ports import (
     apply_merge,
     decode_json,
 )
+from cronwarden.model.text import has_surrogate
 
 from .objects import ConditionalObjects, PreconditionFailed
 
@@ -131,6 +132,22 @@ def encode(job: str, write: str, records: Records) -> bytes:
         },
     }
     return json.dumps(body, separators=(",", ":"), ensure_ascii=True).encode("ascii")
+
+
+def _refuse_surrogates(ops: list[Op]) -> None:
+    """A lone surrogate in a key or in data: :class:`ContentRefused`, nothing sent. JSON with
+    ``ensure_ascii`` could carry it as an escape, but no other store can hold it (it has no
+    UTF-8), so a job's state stays movable between stores (``cronwarden migrate``)."""
+    for op in ops:
+        where = f"{op.key.kind} {op.key.job}/{op.key.id}"
+        if has_surrogate(op.key.job + op.key.id):
+            raise ContentRefused(f"{where!a}: a lone surrogate in the key")
+        if isinstance(op, Delete):
+            continue
+        parts = [op.fields, op.increments, op.maximums] if isinstance(op, Merge) else [op.data]
+        for part in parts:
+            if part and has_surrogate(json.dumps(part, ensure_ascii=False, default=str)):
+                raise ContentRefused(f"{where!a}: a lone surrogate in the data; nothing applied")
 
 
 def decode(name: str, raw: bytes, version: str) -> _JobObject:
@@ -289,6 +306,7 @@ class ObjectStore(Store):
         return Record(key, copy.deepcopy(entry[1]), entry[0])
 
     def _commit(self, ops: list[Op]) -> list[Version]:
+        _refuse_surrogates(ops)
         job, kind = ops[0].key.job, ops[0].key.kind
         name = object_name(self.prefix, job)
         write = secrets.token_hex(16)

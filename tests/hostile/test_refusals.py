@@ -34,6 +34,10 @@ REFUSED: dict[str, set[str]] = {
     "table": {"mib", *_SURROGATES},
     "dynamodb": {"mib", *_SURROGATES},
     "redis": set(_SURROGATES),  # binary-safe strings: NUL and 1 MiB are held
+    # one JSON object per job (32 MiB): NUL and 1 MiB are held
+    "s3": set(_SURROGATES),
+    "blob": set(_SURROGATES),
+    "gcs": set(_SURROGATES),
 }
 
 
