@@ -86,7 +86,11 @@ def fanout(ctx: RunContext) -> None:
     global _effects_seen
     p: dict[str, Any] = ctx.payload
     crash_at = int(os.environ.get("CW_CHAOS_CRASH_AT", "-1"))
-    for item in ctx.items(range(int(p.get("items", 10))), batch_size=int(p.get("batch", 5))):
+    # ``"marks": "batch"``: done marks only with the next batch (``flush_every=None``), the
+    # ledger's write pattern before marks were written within a batch
+    flush: dict[str, Any] = {"flush_every": None} if p.get("marks") == "batch" else {}
+    items = range(int(p.get("items", 10)))
+    for item in ctx.items(items, batch_size=int(p.get("batch", 5)), **flush):
         if _effects_seen == crash_at:
             crash("mid_ledger")
         effect(ctx, item.key, item.idempotency_key, item.uncertain)

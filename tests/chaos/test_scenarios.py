@@ -484,12 +484,15 @@ def _skew(
     delay: float = 0.05,
     batch: int = 5,
     runtime: str = "3s",
+    marks_with_batches: bool = False,
 ) -> Verdict:
     """Owner A's clock runs 30 s slow, B's 30 s fast (60 s apart). With ``pause``, A is
     SIGSTOPped mid-run and B takes the run over; else B tries while A is healthy."""
     env = {"CW_CHAOS_RUNTIME": runtime}
     (first,) = trial.start_workers(1, CW_CHAOS_SKEW="-30", **env)
-    payload = {"items": n, "delay": delay, "batch": batch}
+    payload: dict[str, Any] = {"items": n, "delay": delay, "batch": batch}
+    if marks_with_batches:
+        payload["marks"] = "batch"
     request = RunRequest("chaos-fanout", W0, payload=payload)
     trial.publish(request)
     poll(lambda: _effects(trial) >= 6, deadline=60, what="A mid-run")
@@ -543,10 +546,14 @@ def test_clock_skew_margin_too_small_is_caught(
     trial = Trial(stack, tmp_path / "t0", margin=20.0)
     try:
         # A still busy when B (a new process: seconds to start) takes over: 40 items of 0.3 s
-        # against a 10 s max runtime; all in one batch, so after B's takeover A writes nothing
-        # and only its own clock could stop it (with a batch write refused in between, whether
-        # A acted first was down to timing, and so was A's deadline at 3 s)
-        verdict = _skew(trial, pause=False, n=40, delay=0.3, batch=40, runtime="10s")
+        # against a 10 s max runtime; all in one batch with its done marks held until the
+        # batch ends (``flush_every=None``), so after B's takeover A writes nothing and only
+        # its own clock could stop it (with a write refused in between, whether A acted first
+        # was down to timing, and so was A's deadline at 3 s). With the default marks A's next
+        # mark is refused at once: the default makes a too-small margin harder to hit.
+        verdict = _skew(
+            trial, pause=False, n=40, delay=0.3, batch=40, runtime="10s", marks_with_batches=True
+        )
     finally:
         trial.close()
     record(
