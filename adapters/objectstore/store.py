@@ -11,8 +11,8 @@ fenced write is an ``Update`` of the run record with the version its writer read
 against the job object's current content inside the same conditional write; a takeover that
 landed in between changed the object's version, so the stale write's precondition fails.
 
-The object (compact JSON, ASCII-escaped so every text round-trips exactly, NUL and lone
-surrogates included)::
+The object (compact JSON, ASCII-escaped so every text round-trips exactly, NUL included; a lone
+surrogate is refused as on every store, see :func:`_refuse_surrogates`)::
 
     {"format": 1, "job": "<job>", "write": "<write id>",
      "records": {"<kind>": {"<id>": ["<version>", {<data>}, <written at, epoch s>]}}}

@@ -186,10 +186,23 @@ def test_expired_records_are_dropped_on_the_next_write(new_objects: ObjectsFacto
 
 def test_text_is_held_exactly(new_objects: ObjectsFactory) -> None:
     store = ObjectStore(new_objects())
-    data = {"error": 'nul \x00, lone \ud800, emoji 🦉, quote " and \\', "ü": ["✓", None, 1.5]}
+    data = {"error": 'nul \x00, emoji 🦉, quote " and \\', "ü": ["✓", None, 1.5]}
     store.commit([Create(RUN_KEY, data)])
     record = ObjectStore(new_objects()).get(RUN_KEY)
     assert record is not None and record.data == data
+
+
+def test_a_lone_surrogate_is_refused_as_on_every_store(new_objects: ObjectsFactory) -> None:
+    """JSON could carry it as an escape, but no other store can hold it (it has no UTF-8): the
+    object stores refuse it too, so a job's state stays movable between stores."""
+    store = ObjectStore(new_objects())
+    before = store.round_trips
+    with pytest.raises(ContentRefused, match="lone surrogate"):
+        store.commit([Create(RUN_KEY, {"error": "lone \ud800"})])
+    with pytest.raises(ContentRefused, match="lone surrogate"):
+        store.commit([Merge(STATUS_KEY, {"note": ["\udcff"]})])
+    assert store.round_trips - before == 2  # the port counts each commit; nothing was sent
+    assert store.get(RUN_KEY) is None and store.get(STATUS_KEY) is None
 
 
 def test_an_object_past_its_limit_is_refused_before_sending(new_objects: ObjectsFactory) -> None:
