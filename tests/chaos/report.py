@@ -86,8 +86,9 @@ def write(rows: list[dict[str, Any]], json_path: Path, md_path: Path, started: f
         "machine": f"{platform.system()} {platform.machine()}, Python {platform.python_version()}",
         "duration_s": time.time() - started,
     }
-    order = {"local": 0, "gcp": 1, "azure": 2}
-    rows = sorted(rows, key=lambda r: (r["order"], order.get(r["provider"], 9)))
+    order = {"local": 0, "gcp": 1, "azure": 2, "aws": 3, "postgres": 4, "redis": 5}
+    # a row without an order (a scenario outside the table of test_scenarios) goes last
+    rows = sorted(rows, key=lambda r: (r.get("order", 99), order.get(r["provider"], 9)))
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2, default=str) + "\n")
     md_path.parent.mkdir(parents=True, exist_ok=True)

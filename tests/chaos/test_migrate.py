@@ -177,6 +177,7 @@ def _row(
 ) -> dict[str, Any]:
     return {
         "scenario": scenario,
+        "order": 100,  # after the scenarios of test_scenarios
         "provider": pair,
         "trials": 1,
         "duplicates": figures["duplicates"],
