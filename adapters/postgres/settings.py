@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cronwarden.model.errors import ConfigurationError
-from cronwarden.model.redaction import MASK, redact
+from cronwarden.model.redaction import MASK, redact, redact_url
 
 ENV_PREFIX = "CRONWARDEN_POSTGRES_"
 ENV_DSN = ENV_PREFIX + "DSN"
@@ -150,23 +150,7 @@ def redact_dsn(dsn: str) -> str:
     """``dsn`` (URI or key/value form) with the password masked."""
     if "://" not in dsn:
         return redact(_KV_PASSWORD.sub(lambda m: m.group(1) + MASK, dsn))
-    text = dsn
-    try:
-        parts = urllib.parse.urlsplit(text)
-    except ValueError:
-        return redact(text)
-    if parts.password is not None:
-        host = parts.netloc.rsplit("@", 1)[1]
-        text = urllib.parse.urlunsplit(
-            parts._replace(netloc=f"{parts.username or ''}:{MASK}@{host}")
-        )
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    if any(k.lower() == "password" for k, _ in query):
-        masked = [(k, MASK if k.lower() == "password" else v) for k, v in query]
-        text = urllib.parse.urlunsplit(
-            urllib.parse.urlsplit(text)._replace(query=urllib.parse.urlencode(masked))
-        )
-    return redact(text)
+    return redact_url(dsn)
 
 
 def register_dsn_secrets(dsn: str) -> None:

@@ -35,7 +35,8 @@ from typing import Any
 
 from cronwarden.model.environment import env_flag
 from cronwarden.model.errors import ConfigurationError
-from cronwarden.model.redaction import MASK, redact, register_secret
+from cronwarden.model.redaction import redact_url as redact_url
+from cronwarden.model.redaction import register_secret
 
 ENV_PREFIX = "CRONWARDEN_REDIS_"
 ENV_URL = ENV_PREFIX + "URL"
@@ -138,28 +139,6 @@ class RedisSettings:
     def display_url(self) -> str:
         """The URL with its password masked, for messages."""
         return redact_url(self.url)
-
-
-def redact_url(url: str) -> str:
-    """``url`` with the password (``redis://user:pw@host``, ``redis://:pw@host``, or a
-    ``password=`` query parameter) masked."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return redact(url)
-    text = url
-    if parts.password is not None:
-        host = parts.netloc.rsplit("@", 1)[1]
-        text = urllib.parse.urlunsplit(
-            parts._replace(netloc=f"{parts.username or ''}:{MASK}@{host}")
-        )
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    if any(k.lower() == "password" for k, _ in query):
-        masked = [(k, MASK if k.lower() == "password" else v) for k, v in query]
-        text = urllib.parse.urlunsplit(
-            urllib.parse.urlsplit(text)._replace(query=urllib.parse.urlencode(masked))
-        )
-    return redact(text)
 
 
 def register_url_secrets(url: str) -> None:

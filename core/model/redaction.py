@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+import urllib.parse
 
 MASK = "***"
 
@@ -87,6 +88,29 @@ def redact(text: str) -> str:
     for pattern, replacement in _PATTERNS:
         text = pattern.sub(replacement, text)
     return text
+
+
+def redact_url(url: str) -> str:
+    """``url`` (``scheme://user:pw@host/...``) with the password masked, whether in the
+    authority (``user:pw@``, ``:pw@``) or a ``password=`` query parameter; then :func:`redact`.
+    Text that is not a URL is only redacted."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return redact(url)
+    text = url
+    if parts.password is not None:
+        host = parts.netloc.rsplit("@", 1)[1]
+        text = urllib.parse.urlunsplit(
+            parts._replace(netloc=f"{parts.username or ''}:{MASK}@{host}")
+        )
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    if any(k.lower() == "password" for k, _ in query):
+        masked = [(k, MASK if k.lower() == "password" else v) for k, v in query]
+        text = urllib.parse.urlunsplit(
+            urllib.parse.urlsplit(text)._replace(query=urllib.parse.urlencode(masked))
+        )
+    return redact(text)
 
 
 def snippet(error: BaseException, limit: int = 500) -> str:
