@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from cronwarden.adapters.aws.errors import error_code, http_status
 from cronwarden.model.errors import (
     CommitOutcomeUnknown,
     ConfigurationError,
@@ -28,16 +29,6 @@ from .objects import Blob, ConditionalObjects, PreconditionFailed
 
 _REFUSED = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey", "412"})
 _THROTTLED = frozenset({"SlowDown", "ServiceUnavailable", "503", "Throttling", "RequestTimeout"})
-
-
-def _code(exc: BaseException) -> str:
-    response = getattr(exc, "response", None) or {}
-    return str((response.get("Error") or {}).get("Code") or "")
-
-
-def _status(exc: BaseException) -> int:
-    response = getattr(exc, "response", None) or {}
-    return int((response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0)
 
 
 def _version(etag: str) -> str:
@@ -71,7 +62,7 @@ def s3_error(exc: BaseException, *, write: bool, what: str) -> CronwardenError |
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return ConfigurationError(f"S3 {what}: no AWS credentials ({name})")
     if isinstance(exc, ClientError):
-        code, status = _code(exc), _status(exc)
+        code, status = error_code(exc), http_status(exc)
         if code == "NoSuchBucket":
             return ConfigurationError(
                 f"S3 {what}: the bucket does not exist (create it, or set "
@@ -134,7 +125,7 @@ class S3Objects(ConditionalObjects):
         try:
             self._writer.create_bucket(Bucket=self.bucket)
         except Exception as exc:
-            if _code(exc) not in {"BucketAlreadyOwnedByYou", "BucketAlreadyExists"}:
+            if error_code(exc) not in {"BucketAlreadyOwnedByYou", "BucketAlreadyExists"}:
                 raise self._map(exc, write=False, what="CreateBucket") from exc
 
     def delete_bucket(self) -> None:
@@ -153,7 +144,7 @@ class S3Objects(ConditionalObjects):
             response = self._reader.get_object(Bucket=self.bucket, Key=name)
             data = response["Body"].read()
         except Exception as exc:
-            if _code(exc) in {"NoSuchKey", "404"}:
+            if error_code(exc) in {"NoSuchKey", "404"}:
                 return None
             raise self._map(exc, write=False, what="GetObject") from exc
         return Blob(data, _version(str(response["ETag"])))
@@ -168,8 +159,8 @@ class S3Objects(ConditionalObjects):
                 **condition,
             )
         except Exception as exc:
-            if _code(exc) in _REFUSED:
-                raise PreconditionFailed(_code(exc)) from None
+            if error_code(exc) in _REFUSED:
+                raise PreconditionFailed(error_code(exc)) from None
             raise self._map(exc, write=True, what="PutObject") from exc
         return _version(str(response["ETag"]))
 
@@ -183,8 +174,8 @@ class S3Objects(ConditionalObjects):
         try:
             self._writer.delete_object(Bucket=self.bucket, Key=name, IfMatch=f'"{version}"')
         except Exception as exc:
-            if _code(exc) in _REFUSED:
-                raise PreconditionFailed(_code(exc)) from None
+            if error_code(exc) in _REFUSED:
+                raise PreconditionFailed(error_code(exc)) from None
             raise self._map(exc, write=True, what="DeleteObject") from exc
 
     def list(self, prefix: str) -> Iterator[list[tuple[str, str]]]:
