@@ -82,7 +82,7 @@ def load_module(target: str) -> ModuleType:
         _run_user_code(lambda: loader.exec_module(module), target)
         return module
     try:
-        module = _run_user_code(lambda: importlib.import_module(target), target)
+        module = _import_dotted(target)
     except ModuleNotFoundError as exc:
         if exc.name and target.split(".")[0] == exc.name.split(".")[0]:
             raise ConfigurationError(f"cannot import job module {target!r}: {exc}") from exc
@@ -92,6 +92,22 @@ def load_module(target: str) -> ModuleType:
         # A folder without __init__.py imports as an empty namespace package: no jobs, no error.
         raise _directory_error(target, folder)
     return module
+
+
+def _import_dotted(target: str) -> ModuleType:
+    """Import ``target``; when its top-level package is not importable, look in the working
+    directory too (as ``python -m`` does: ``cronwarden run --jobs jobs`` beside ``jobs.py``).
+    The directory is added last, only then, so it never shadows an installed module."""
+    try:
+        return _run_user_code(lambda: importlib.import_module(target), target)
+    except ModuleNotFoundError as exc:
+        top = target.split(".")[0]
+        here = os.getcwd()
+        if exc.name != top or here in sys.path or "" in sys.path:
+            raise
+        sys.path.append(here)
+        importlib.invalidate_caches()
+        return _run_user_code(lambda: importlib.import_module(target), target)
 
 
 def _directory_error(target: str, path: str) -> ConfigurationError:

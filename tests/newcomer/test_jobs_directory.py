@@ -67,3 +67,34 @@ def test_the_file_inside_it_works(tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 0 and "run(s) succeeded" in done.stdout, done
+
+
+def test_a_dotted_name_beside_the_shell_finds_the_module_in_the_working_directory(
+    tmp_path: Path,
+) -> None:
+    """The installed ``cronwarden`` script (not ``python -c``, which puts the working directory
+    on ``sys.path`` itself): ``--jobs jobs`` beside ``jobs.py`` imports it, as ``python -m``
+    would; a module that is nowhere still fails with one line and exit status 2."""
+    script = Path(sys.executable).parent / "cronwarden"
+    if not script.exists():
+        pytest.skip("the cronwarden console script is not installed in this environment")
+    (tmp_path / "jobs.py").write_text(JOB)
+    env = venv_without_this_one() | {"CRONWARDEN_LOCAL_PATH": str(tmp_path / "state.db")}
+    done = subprocess.run(
+        [str(script), "run", "--jobs", "jobs", "--once", "--output", "json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0 and "run(s) succeeded" in done.stdout, done
+    missing = subprocess.run(
+        [str(script), "status", "--jobs", "nosuch"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert missing.returncode == 2 and "cannot import job module 'nosuch'" in missing.stderr
