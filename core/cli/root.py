@@ -216,7 +216,7 @@ def trigger(
         runner.drain(outcomes=outcomes)
         if stop.signum is not None:
             sys.exit(stop.finish() or EXIT_FAILED)
-        code, line = judge_after(runner.store, job, told, outcomes)
+        code, line = judge_after(runner.store, job, told, outcomes, runner.engine.now())
         if not json_output():
             click.echo(line)
             _print_history(runner.store, job, limit=3, long=False)

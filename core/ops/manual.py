@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from ..model.ports import REDRIVE_ATTRIBUTE, Store
@@ -83,18 +83,26 @@ def enqueue_by_hand(runner: Any, job: Any, when: datetime, *, rerun: bool) -> To
     return Told(key, window, text)
 
 
-def judge_after(store: Store, job: Any, told: Told, outcomes: Mapping[str, str]) -> tuple[int, str]:
+def judge_after(
+    store: Store,
+    job: Any,
+    told: Told,
+    outcomes: Mapping[str, str],
+    now: datetime | None = None,
+) -> tuple[int, str]:
     """The exit status and line for the triggered run after the queue was worked: the outcome
-    seen, else the run record's state."""
+    seen, else the run record's state (a run whose lease ran out at ``now`` is ``abandoned``:
+    its worker is gone and it waits for its message to come back)."""
     kind = outcomes.get(told.run_key)
     if kind is None:
+        now = now or datetime.now(UTC)
         run = run_record(store, job, told.window)
         kind = (
             {
                 RunState.SUCCEEDED: "succeeded",
                 RunState.FAILED: "failed",
                 RunState.DEAD_LETTERED: "dead_lettered",
-                RunState.RUNNING: "in_progress",
+                RunState.RUNNING: "in_progress" if run.lease_live(now) else "abandoned",
             }.get(run.state, "not run")
             if run is not None
             else "not run"

@@ -15,7 +15,11 @@ from collections.abc import Mapping
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
 GOOD = {"succeeded", "duplicate", "skipped"}
-PENDING = {"failed": "is still retrying", "in_progress": "is still running elsewhere"}
+PENDING = {
+    "failed": "is still retrying",
+    "in_progress": "is still running elsewhere",
+    "abandoned": "lost its worker (its lease ran out; it resumes when its message comes back)",
+}
 
 
 def verdict_line(results: Mapping[str, str]) -> tuple[int, str]:
