@@ -111,7 +111,8 @@ def _graceful(runner: Any, grace: float) -> Any:
 @click.option(
     "--once",
     is_flag=True,
-    help="Run every job's latest due window, work the queue until it is empty, report, and exit.",
+    help="Run every job's latest due window, work the queue until it is empty, report, and "
+    "exit: 1 when a run did not succeed, or an alert is active that reached no channel.",
 )
 @click.option(
     "--metrics-port",
@@ -157,7 +158,8 @@ def run(
             if stop.signum is None:
                 # the channels, routing and hooks of every host: what fires is told now
                 report = runner.watcher.check()
-                code, line = verdict_line(outcomes)
+                told = runner.watcher.deliveries
+                code, line = _with_alerts(*verdict_line(outcomes), report, told)
                 _print_status(report, state_info(provider, prov), line=line)
                 sys.exit(code)
     finally:
@@ -165,6 +167,25 @@ def run(
             metrics.close()
         runner.close()  # pending job pings, then the provider
     sys.exit(stop.finish() or EXIT_OK)
+
+
+def _with_alerts(code: int, line: str, report: Any, deliveries: Any) -> tuple[int, str]:
+    """``run --once``'s verdict with the watcher's check of the same invocation. The exit
+    status is the runs' (see the group's help); but an active alert that reached no channel
+    (none routes it, or its channel keeps failing) has no other way to a person than this
+    command's status: then it is 1 and the line names the alerts."""
+    if not report.active:
+        return code, line
+    unreached = {(p.job, p.alert.split(" ")[0]) for p in deliveries.pending()}
+    named = sorted(f"{alert.job} {alert.kind.value}" for alert in report.active)
+    shown = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+    silent = [a for a in report.active if (a.job, a.kind.value) in unreached]
+    if not silent:
+        return code, f"{line}; {len(named)} alert(s) active and told ({shown})"
+    told = f"{len(named)} alert(s) active ({shown}), {len(silent)} not delivered to any channel"
+    if code == EXIT_OK:
+        return EXIT_FAILED, f"not ok: {told}; runs: {line}"
+    return code, f"{line}; {told}"
 
 
 @cli.command()

@@ -111,3 +111,21 @@ def test_broken_expectation_reaches_the_status_and_recovers(
     healthy = cw("check", "--jobs", jobs, env=env)
     assert healthy.code == 0, healthy
     assert [e["event_action"] for e in _pd(http_sink)] == ["trigger", "resolve"]
+
+
+def test_run_once_exits_1_for_an_alert_that_reached_no_channel(cw, tmp_path: Path) -> None:
+    """The run succeeded, but it did nothing it was expected to (a ``suspicious`` alert) and
+    no channel is configured: this exit status is the only way the alert reaches a person.
+    With a channel that took it (the test above), the same run exits 0."""
+    jobs = write_jobs(tmp_path / "jobs.py", COUNTING)
+    (tmp_path / "items.txt").write_text("0")
+    first = cw("run", "--jobs", jobs, "--once", "-o", "table")
+    assert first.code == 1, first
+    line = first.stdout.splitlines()[0]
+    assert line.startswith("not ok: 1 alert(s) active (counted suspicious)"), first
+    assert "not delivered to any channel" in line and "1 run(s) succeeded" in line, first
+    (tmp_path / "items.txt").write_text("3")
+    again = cw("trigger", "--jobs", jobs, "counted", "--rerun")
+    assert again.code == 0, again
+    healthy = cw("run", "--jobs", jobs, "--once", "-o", "table")
+    assert healthy.code == 0, healthy
