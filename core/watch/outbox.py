@@ -340,9 +340,18 @@ def pending_of(
     return out
 
 
+def _age(now: datetime, created_at: datetime | None) -> str:
+    """How long a transition waits, to the second (``0.000409s`` helps no one)."""
+    from ..model.durations import format_duration
+
+    if created_at is None:
+        return "?"
+    waited = now - created_at
+    return format_duration(waited) if waited.total_seconds() >= 1 else "under a second"
+
+
 def pending_lines(pending: Iterable[Pending], now: datetime) -> list[str]:
     """One line per job with undelivered alerts, for ``status`` and ``check``."""
-    from ..model.durations import format_duration
 
     by_job: dict[str, list[Pending]] = {}
     for item in pending:
@@ -351,7 +360,7 @@ def pending_lines(pending: Iterable[Pending], now: datetime) -> list[str]:
     for job, items in sorted(by_job.items()):
         parts = []
         for item in items:
-            age = format_duration(now - item.created_at) if item.created_at else "?"
+            age = _age(now, item.created_at)
             if item.channel == UNROUTED:
                 parts.append(f"{item.alert} for {age}: no channel takes it (configure one)")
             else:
