@@ -623,6 +623,76 @@ def _mark(record: Record | None, name: str) -> dict[str, Any] | None:
     return dict(value) if isinstance(value, Mapping) else None
 
 
+@dataclass
+class LeftBehind:
+    """What stays on the source after a migration of ``moving``: jobs it holds state of that
+    are not being moved (not in the job module, or not named with ``--job``), their dead
+    letters, event dead letters (they do not move), and dead letters of no job at all;
+    dead letters are counted while their windows are unaccounted on the source (not resolved
+    or run again there). Retiring the source would lose them."""
+
+    jobs: dict[str, int] = field(default_factory=dict)  #: job → its dead letters on the source
+    events: dict[str, int] = field(default_factory=dict)  #: moved job → event dead letters
+    unreadable_letters: int = 0  #: dead letters that are no run request of any job
+
+    @property
+    def letters(self) -> int:
+        return sum(self.jobs.values()) + sum(self.events.values()) + self.unreadable_letters
+
+    def lines(self, label: str) -> list[str]:
+        out = [
+            f"left on {label}: {name} (not among the jobs moved)"
+            + (f"; {n} dead letter(s) of unaccounted windows stay on {label}" if n else "")
+            for name, n in sorted(self.jobs.items())
+        ]
+        out += [
+            f"left on {label}: {n} event dead letter(s) of {name} (event letters do not move)"
+            for name, n in sorted(self.events.items())
+        ]
+        if self.unreadable_letters:
+            out.append(
+                f"left on {label}: {self.unreadable_letters} dead letter(s) that are no run "
+                "request (`cronwarden dlq list` shows them)"
+            )
+        return out
+
+
+def left_behind(source: Side, moving: Iterable[str]) -> LeftBehind:
+    """The jobs and dead letters of ``source`` a migration of ``moving`` leaves where they are
+    (a job already moved off the source by an earlier migration is not left behind)."""
+    moving = set(moving)
+    found = LeftBehind()
+    for record in source.store.query(STATUS):
+        name = record.key.job
+        moved = _mark(record, STATUS_MOVED)
+        if name == WATCHER_RECORD or name in moving or (moved and moved.get("done")):
+            continue
+        found.jobs[name] = 0
+    depth = source.queue.dlq_depth()
+    if depth > 0:
+        for letter in source.queue.dlq_peek(depth + 100):
+            try:
+                request = RunRequest.from_json(letter.body)
+            except MalformedRunRequest:
+                found.unreadable_letters += 1
+                continue
+            name = request.job
+            if name in moving and request.slot is None:
+                continue  # it moves with its job
+            if _accounted(source.store, request):
+                continue  # its window was resolved (or re-run) there: losing it loses nothing
+            tally = found.jobs if name not in moving else found.events
+            tally[name] = tally.get(name, 0) + 1
+    return found
+
+
+def _accounted(store: Store, request: RunRequest) -> bool:
+    """Whether the source's run record of ``request`` settled its window (a dead letter of a
+    window resolved by hand or run again since)."""
+    record = store.get(run_key_of(request.job, request.slot_text))
+    return record is not None and RunRecord.from_data(record.data).state.settled
+
+
 def scheduled_jobs(jobs: JobSet, names: Sequence[str]) -> list[Job]:
     """The jobs to move: those named (every job when none), refusing unknown names."""
     known = {j.name: j for j in jobs}

@@ -124,3 +124,48 @@ def test_a_move_between_two_local_states(tmp_path: Path, two: list[str]) -> None
     broken = cw(tmp_path, *two, "--verify")
     assert broken.code == 1, broken
     assert "DIFFERENCE: run" in broken.stdout and "missing on destination" in broken.stdout
+
+
+POISON = (
+    "@cronwarden.job('poison', cron='0 * * * *', max_runtime='1m',\n"
+    "                retry=cronwarden.Retry(max_attempts=1))\n"
+    "def poison(ctx): raise RuntimeError('bad input')\n"
+)
+
+
+def test_dead_letters_of_jobs_left_behind_are_named_and_fail_a_whole_move(
+    tmp_path: Path, two: list[str]
+) -> None:
+    """The source holds a dead letter of a job the module no longer declares: a move of the
+    whole module (the source is about to be retired) names it and exits 1, so does
+    ``--verify``; ``--job x`` (the rest knowingly later) names it and exits 0; once its window
+    is resolved on the source nothing is lost by leaving it, and the move exits 0."""
+    write_jobs(tmp_path / "old.py", JOBS + POISON)
+    on_a = {"CRONWARDEN_LOCAL_PATH": str(tmp_path / "a.db")}
+    ran = cw(tmp_path, "run", "--jobs", "old.py", "--once", env=on_a)
+    assert ran.code == 1 and "dead lettered (poison:" in ran.stdout, ran
+    window = ran.stdout.split("dead lettered (poison:")[1].split(")")[0]
+
+    dry = cw(tmp_path, *two, "--dry-run")
+    assert dry.code == 0, dry
+    left = "left on a: poison (not among the jobs moved); 1 dead letter(s) of unaccounted"
+    assert any(line.startswith(left) for line in dry.stdout.splitlines()), dry
+    moved = cw(tmp_path, *two)
+    assert moved.code == 1, moved
+    assert any(line.startswith(left) for line in moved.stdout.splitlines()), moved
+    assert "1 dead letter(s) that did not move stay on a" in moved.stderr, moved
+    verified = cw(tmp_path, *two, "--verify")
+    assert verified.code == 1 and "did not move stay on a" in verified.stderr, verified
+    some = cw(tmp_path, *two, "--job", "x")
+    assert some.code == 0 and left in some.stdout, some
+
+    resolved = cw(
+        tmp_path,
+        *("dlq", "resolve", "--jobs", "old.py", "--job", "poison"),
+        *("--window", window, "--reason", "retired job"),
+        env=on_a,
+    )
+    assert resolved.code == 0, resolved
+    again = cw(tmp_path, *two)
+    assert again.code == 0, again
+    assert "left on a: poison (not among the jobs moved)" in again.stdout.splitlines(), again
