@@ -43,6 +43,7 @@ import functools
 import json
 import random
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
@@ -50,6 +51,7 @@ from typing import Any, TypeVar
 
 from cronwarden.model.errors import (
     CommitConflict,
+    CommitOutcomeUnknown,
     ConfigurationError,
     ContentRefused,
     StoreUnavailable,
@@ -111,6 +113,14 @@ class DynamoStore(Store):
         self._db = dynamodb
         self.table = table
         self._closed = False
+        events = getattr(getattr(dynamodb, "meta", None), "events", None)
+        if events is not None:  # a boto3 client: note the attempts of a plain write
+            for operation in ("PutItem", "UpdateItem"):
+                events.register(
+                    f"needs-retry.dynamodb.{operation}",
+                    _note_attempt,
+                    unique_id=f"cronwarden-dynamo-attempts-{operation}",
+                )
 
     @classmethod
     def from_settings(cls, settings: AwsSettings) -> DynamoStore:
@@ -278,6 +288,9 @@ class DynamoStore(Store):
                 )
         versions: list[Version] = [None if isinstance(op, Delete) else _new_version() for op in ops]
         reads = {i for i, op in enumerate(ops) if isinstance(op, Merge) and op.maximums}
+        # one record, written or merged: a plain conditional write (half the write units of a
+        # transaction); a lone Delete stays a transaction (see the module docstring)
+        single = len(ops) == 1 and not isinstance(ops[0], Delete)
         conflicts = 0
         for attempt in range(self.merge_attempts):
             items: list[dict[str, Any]] = []
@@ -286,16 +299,37 @@ class DynamoStore(Store):
                 if index in reads:
                     self._count()  # the read a maximum needs is a round trip of its own
                     current = self._read(op.key) or {}
-                items.append(self._item(op, versions[index], current))
+                items.append(self._item(op, versions[index], current, single=single))
             if attempt:
-                self._count()  # a resent transaction is one more round trip
+                self._count()  # a resent write is one more round trip
             try:
-                self._call(
-                    functools.partial(self._db.transact_write_items, TransactItems=items),
-                    write=True,
-                    what="TransactWriteItems",
-                )
+                if single:
+                    self._write_one(items[0])
+                else:
+                    self._call(
+                        functools.partial(self._db.transact_write_items, TransactItems=items),
+                        write=True,
+                        what="TransactWriteItems",
+                    )
                 return versions
+            except _Refused as refused:
+                mine = versions[0]
+                if refused.version == mine:
+                    # our own write, resent by botocore after it had landed (its reply lost):
+                    # it applied once, and the resend was refused by its condition
+                    return versions
+                if refused.retried:
+                    # resent by botocore, refused, and the record is not ours: the first send
+                    # may have landed and been overwritten since; never a false "not applied"
+                    what = f"{ops[0].key.kind} {ops[0].key.job}/{ops[0].key.id}"
+                    raise CommitOutcomeUnknown(
+                        f"DynamoDB write of {what} was resent after a lost reply and refused; "
+                        "the first send may have been applied"
+                    ) from None
+                if 0 in reads:
+                    _backoff(attempt)
+                    continue
+                raise _conflict(ops, 0, refused.found()) from None
             except ValueError as exc:
                 # ADD refuses a field stored as null; the Merge contract counts null as 0:
                 # apply those increments against what is read, like a maximum.
@@ -318,18 +352,17 @@ class DynamoStore(Store):
                 if failed in reads:
                     _backoff(attempt)
                     continue
-                refused = ops[failed]
-                reason = "exists" if isinstance(refused, Create) else "version"
-                detail = f"{refused.key.kind} {refused.key.job}/{refused.key.id}"
-                found = cancelled.found(failed) if isinstance(refused, Create) else None
-                raise CommitConflict(failed, reason, detail, found=found) from None
+                raise _conflict(ops, failed, cancelled.found(failed)) from None
         raise StoreUnavailable(
             f"Merge maximums on job {ops[0].key.job!r} lost {self.merge_attempts} races in a "
             "row; nothing was applied"
         )
 
-    def _item(self, op: Op, version: Version, current: dict[str, Any] | None) -> dict[str, Any]:
-        """One ``TransactItems`` entry for ``op`` (``current``: the item read for maximums)."""
+    def _item(
+        self, op: Op, version: Version, current: dict[str, Any] | None, *, single: bool = False
+    ) -> dict[str, Any]:
+        """One ``TransactItems`` entry for ``op`` (``current``: the item read for maximums;
+        ``single``: sent alone by :meth:`_write_one`, so a Merge is guarded against a resend)."""
         if isinstance(op, Create):
             return {
                 "Put": {
@@ -362,7 +395,26 @@ class DynamoStore(Store):
                 }
             }
         assert isinstance(op, Merge)
-        return {"Update": _merge_update(self.table, op, version, current)}
+        return {"Update": _merge_update(self.table, op, version, current, guard=single)}
+
+    def _write_one(self, item: dict[str, Any]) -> None:
+        """Send one ``TransactItems`` entry (a ``Put`` or an ``Update``) as a plain conditional
+        ``PutItem`` / ``UpdateItem``: the same condition, and the item found on a refusal
+        (``ALL_OLD``), which :meth:`_commit` reads for its own version. Raises
+        :class:`_Refused` when the condition fails."""
+        ((kind, request),) = item.items()
+        request = {**request, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+        if kind == "Put":
+            send, what = self._db.put_item, "PutItem"
+        else:
+            assert kind == "Update", kind
+            send, what = self._db.update_item, "UpdateItem"
+        _ATTEMPTS.maybe_applied = False
+        try:
+            self._call(functools.partial(send, **request), write=True, what=what)
+        except _Refused as refused:
+            refused.retried = bool(_ATTEMPTS.maybe_applied)
+            raise
 
     # -- plumbing --------------------------------------------------------------------------
     def _call(self, action: Callable[[], _T], *, write: bool, what: str) -> _T:
@@ -373,6 +425,8 @@ class DynamoStore(Store):
         except Exception as exc:
             if error_code(exc) == "TransactionCanceledException":
                 raise _Cancelled(exc) from None
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise _Refused(exc) from None
             if error_code(exc) == "ValidationException":
                 if write:  # the write's content (an item past 400 KB, text it cannot hold)
                     raise ContentRefused(f"DynamoDB {what}: {exc}; nothing applied") from None
@@ -386,6 +440,69 @@ class DynamoStore(Store):
         if not self._closed:
             self._closed = True
             self._db.close()
+
+
+class _Refused(Exception):
+    """``ConditionalCheckFailedException`` of a single-item write, with the item it found
+    (``ReturnValuesOnConditionCheckFailure=ALL_OLD``) and whether botocore had resent it."""
+
+    def __init__(self, exc: Exception) -> None:
+        super().__init__(str(exc))
+        response = getattr(exc, "response", None) or {}
+        item = response.get("Item")
+        self.item: dict[str, Any] | None = item if isinstance(item, dict) else None
+        #: an earlier send of the same request may have applied (a reply lost or a 5xx, then
+        #: botocore's resend): set by :meth:`DynamoStore._write_one` from :func:`_note_attempt`
+        self.retried = False
+
+    @property
+    def version(self) -> str | None:
+        """The version of the item found, or None (no item, or none returned)."""
+        if not self.item:
+            return None
+        value = (self.item.get("v") or {}).get("S")
+        return str(value) if value is not None else None
+
+    def found(self) -> Record | None:
+        """The record found, or None when the reply did not carry a whole one."""
+        item = self.item
+        if not item or "pk" not in item or "sk" not in item or "v" not in item:
+            return None
+        return _record(item)
+
+
+#: per thread: whether an attempt of the plain write in flight may have applied
+_ATTEMPTS = threading.local()
+
+
+def _note_attempt(
+    response: Any = None, caught_exception: BaseException | None = None, **_: Any
+) -> None:
+    """botocore's ``needs-retry`` hook, after each attempt of a ``PutItem`` / ``UpdateItem``:
+    note an attempt that may have applied (a reply lost after sending, a 5xx) so that a later
+    attempt's refusal is not taken for "nothing applied". Decides nothing (returns None)."""
+    maybe = False
+    if caught_exception is not None:
+        from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
+
+        # not connected: never sent. Any other transport failure may have been sent
+        maybe = not isinstance(caught_exception, ConnectTimeoutError | EndpointConnectionError)
+    elif response is not None:
+        status = getattr(response[0], "status_code", 0) or 0
+        maybe = int(status) >= 500
+    if maybe:
+        _ATTEMPTS.maybe_applied = True
+
+
+def _conflict(ops: list[Op], index: int, found: Record | None) -> CommitConflict:
+    """The :class:`CommitConflict` of ``ops[index]`` refused by its condition; ``found`` is
+    carried for a Create only (the claim judges the run record it found)."""
+    refused = ops[index]
+    reason = "exists" if isinstance(refused, Create) else "version"
+    detail = f"{refused.key.kind} {refused.key.job}/{refused.key.id}"
+    return CommitConflict(
+        index, reason, detail, found=found if isinstance(refused, Create) else None
+    )
 
 
 class _Cancelled(Exception):
@@ -577,8 +694,12 @@ def _due_number(value: Any) -> dict[str, Any] | None:
 
 
 def _merge_update(
-    table: str, op: Merge, version: str, current: dict[str, Any] | None
+    table: str, op: Merge, version: str, current: dict[str, Any] | None, *, guard: bool = False
 ) -> dict[str, Any]:
+    """The ``Update`` of ``op`` writing ``version``. Written against ``current`` (a read):
+    conditioned on the version read. Else unconditioned, unless ``guard``: then conditioned
+    on the record not holding ``version`` yet, so a resend of a write that landed (a plain
+    write has no idempotency token) is refused instead of applied twice."""
     names: dict[str, str] = {"#v": "v", "#k": "k", "#jk": "jk"}
     values: dict[str, Any] = {":v": {"S": version}}
     sets = ["#v = :v", "#k = :k", "#jk = :jk"]
@@ -642,6 +763,8 @@ def _merge_update(
         else:
             update["ConditionExpression"] = "#v = :old"
             values[":old"] = current["v"]
+    elif guard:
+        update["ConditionExpression"] = "attribute_not_exists(#v) OR #v <> :v"
     return update
 
 
