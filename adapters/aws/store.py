@@ -3,6 +3,10 @@
 Layout: one table. Partition key ``pk`` = the job name, sort key ``sk`` = ``<kind>#<id>``, so
 every record of a job lives in one item collection and a commit (one job, by the port's rule)
 is one ``TransactWriteItems`` call: atomic, at most 100 distinct items (:attr:`max_commit_ops`).
+A commit of one Create, Update or Merge is one plain conditional ``PutItem`` / ``UpdateItem``
+instead (the same condition; a single-item write is atomic already, and DynamoDB bills a
+transactional write twice the write units of a plain one: the watcher's status writes, a
+duplicate delivery's count, any lone record); a lone Delete stays a transaction (below).
 A global secondary index ``by-kind`` (hash ``k`` = kind, range ``jk`` = ``<job>#<id>``) serves
 queries across jobs (a query of every status record; eventually consistent, as GSIs are). Two
 sparse ones, ``by-due-at`` and ``by-watch-due`` (hash ``k``, range the number attribute
@@ -18,13 +22,14 @@ field, named ``f.<field>`` (a ledger page's ``keys`` and ``fps`` are compact bin
 it); every other value is its JSON text (exact round trips of floats, bools, ``None``, lists,
 maps and very large integers).
 
-Operations (each op of a commit is one transaction item):
+Operations (each op of a commit is one transaction item, or the one plain write):
 
 * ``Create`` → ``Put`` with ``attribute_not_exists(pk)``; refused → ``CommitConflict("exists")``
   carrying the item it found (``ReturnValuesOnConditionCheckFailure=ALL_OLD``: no read more).
 * ``Update`` → ``Put`` (replace) with ``v = <version>``; ``Delete`` → ``Delete`` with the same
   condition; refused → ``CommitConflict("version")``.
-* ``Merge`` → ``Update`` without a condition: ``SET`` for fields, ``ADD`` for increments.
+* ``Merge`` → ``Update`` without a condition (sent alone: guarded, below): ``SET`` for fields,
+  ``ADD`` for increments.
   ``maximums`` need the current value (DynamoDB has no max in update expressions): the record
   is read first (one extra round trip each, counted) and written with a condition on the version
   read; when *that* condition fails (a concurrent writer), the commit is sent again with a fresh
@@ -35,6 +40,31 @@ The failing op's index comes from the positional ``CancellationReasons`` of
 or ``CommitOutcomeUnknown`` (sent, then lost) — see :mod:`.errors`. botocore retries throttling
 and 5xx itself; a resent ``TransactWriteItems`` carries the same idempotency token, so a retry
 of a transaction that did apply returns success instead of a false conflict.
+
+A plain write has no such token; its idempotency rests on the version every write writes (a
+random token per commit, the same in every send of it):
+
+* a refusal (``ConditionalCheckFailedException``) whose ``ALL_OLD`` item holds this commit's
+  own version is a resend of a write that landed: success (the claim's Create, an Update's
+  compare-and-set, a Merge written against a read);
+* a guarded Merge is conditioned on ``attribute_not_exists(v) OR v <> :mine``: a resend of one
+  that landed is refused (then judged as above) instead of adding its increments twice;
+* a refusal after an attempt that may have applied (a 5xx or a lost reply, noted per thread by a
+  ``needs-retry`` hook on the client) whose item is not ours is
+  :class:`~cronwarden.model.errors.CommitOutcomeUnknown`, never a false "nothing applied": the
+  first send may have landed and been overwritten before the resend. A throttled attempt applied
+  nothing: its resend's refusal is a plain conflict.
+
+Residual: a guarded Merge that landed, whose reply was lost, and whose record another writer
+changed before botocore's resend (milliseconds) is applied again by that resend (its increments
+counted twice); a transaction's token would have made that resend a no-op. The lone Merges
+with increments on a run's path count refusals (a duplicate delivery, a skip, a refused
+overlap's failure).
+
+A lone Delete stays a ``TransactWriteItems``: a resend of a delete that landed finds no item, so
+"ours applied" and "someone else deleted it" could not be told apart (no item, no version to
+compare); the token answers that resend as success. Deletes are rare (a lock's release rides on
+the completion's transaction; the rest are operator commands).
 """
 
 from __future__ import annotations
@@ -291,6 +321,7 @@ class DynamoStore(Store):
         # one record, written or merged: a plain conditional write (half the write units of a
         # transaction); a lone Delete stays a transaction (see the module docstring)
         single = len(ops) == 1 and not isinstance(ops[0], Delete)
+        _ATTEMPTS.maybe_applied = False  # across every send of this commit
         conflicts = 0
         for attempt in range(self.merge_attempts):
             items: list[dict[str, Any]] = []
@@ -340,19 +371,21 @@ class DynamoStore(Store):
                 continue
             except _Cancelled as cancelled:
                 failed = cancelled.failed_index()
-                if failed is None:  # refused by a concurrent transaction: nothing applied
-                    conflicts += 1
-                    if conflicts >= self.conflict_attempts:
-                        raise StoreUnavailable(
-                            f"DynamoDB refused a commit on job {ops[0].key.job!r} "
-                            f"{conflicts} times (transaction conflicts); nothing was applied"
-                        ) from None
-                    _backoff(attempt)
-                    continue
-                if failed in reads:
-                    _backoff(attempt)
-                    continue
-                raise _conflict(ops, failed, cancelled.found(failed)) from None
+                if failed is not None:
+                    if failed in reads:
+                        _backoff(attempt)
+                        continue
+                    raise _conflict(ops, failed, cancelled.found(failed)) from None
+            except _Busy:
+                pass  # a plain write refused by a transaction in flight on its item
+            # refused by a concurrent transaction: nothing applied
+            conflicts += 1
+            if conflicts >= self.conflict_attempts:
+                raise StoreUnavailable(
+                    f"DynamoDB refused a commit on job {ops[0].key.job!r} "
+                    f"{conflicts} times (transaction conflicts); nothing was applied"
+                )
+            _backoff(attempt)
         raise StoreUnavailable(
             f"Merge maximums on job {ops[0].key.job!r} lost {self.merge_attempts} races in a "
             "row; nothing was applied"
@@ -401,7 +434,8 @@ class DynamoStore(Store):
         """Send one ``TransactItems`` entry (a ``Put`` or an ``Update``) as a plain conditional
         ``PutItem`` / ``UpdateItem``: the same condition, and the item found on a refusal
         (``ALL_OLD``), which :meth:`_commit` reads for its own version. Raises
-        :class:`_Refused` when the condition fails."""
+        :class:`_Refused` when the condition fails, saying whether any send of this commit so
+        far may have applied (``_ATTEMPTS``, reset by :meth:`_commit`)."""
         ((kind, request),) = item.items()
         request = {**request, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
         if kind == "Put":
@@ -409,11 +443,10 @@ class DynamoStore(Store):
         else:
             assert kind == "Update", kind
             send, what = self._db.update_item, "UpdateItem"
-        _ATTEMPTS.maybe_applied = False
         try:
             self._call(functools.partial(send, **request), write=True, what=what)
         except _Refused as refused:
-            refused.retried = bool(_ATTEMPTS.maybe_applied)
+            refused.retried = bool(getattr(_ATTEMPTS, "maybe_applied", False))
             raise
 
     # -- plumbing --------------------------------------------------------------------------
@@ -427,6 +460,10 @@ class DynamoStore(Store):
                 raise _Cancelled(exc) from None
             if error_code(exc) == "ConditionalCheckFailedException":
                 raise _Refused(exc) from None
+            if error_code(exc) == "TransactionConflictException" and what != "TransactWriteItems":
+                raise _Busy(str(exc)) from None
+            if error_code(exc) == "ItemCollectionSizeLimitExceededException" and write:
+                raise ContentRefused(f"DynamoDB {what}: {exc}; nothing applied") from None
             if error_code(exc) == "ValidationException":
                 if write:  # the write's content (an item past 400 KB, text it cannot hold)
                     raise ContentRefused(f"DynamoDB {what}: {exc}; nothing applied") from None
@@ -440,6 +477,11 @@ class DynamoStore(Store):
         if not self._closed:
             self._closed = True
             self._db.close()
+
+
+class _Busy(Exception):
+    """``TransactionConflictException`` of a plain write: a transaction in flight holds its
+    item; nothing applied (resent like a transaction refused by a concurrent one)."""
 
 
 class _Refused(Exception):

@@ -23,6 +23,10 @@ _LOST = b'{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","mess
 _THROTTLED = (
     b'{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"slow down"}'
 )
+_BUSY = (
+    b'{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException",'
+    b'"message":"Transaction is ongoing for the item"}'
+)
 
 
 class _Body:
@@ -39,11 +43,18 @@ class _Reply:
     """A ``before-send`` hook for one operation: its first request gets a made-up reply.
 
     ``send_first``: the request is really sent (and applied) first, so the reply that was lost
-    is a 500 after the write landed; otherwise it is refused unsent (throttled). ``between``
-    runs after the real send, before botocore's resend (another writer)."""
+    is a 500 after the write landed; otherwise it is refused unsent (``refusal``: throttled,
+    or a transaction in flight). ``between`` runs after the real send, before botocore's resend
+    (another writer)."""
 
-    def __init__(self, *, send_first: bool, between: Callable[[], None] | None = None) -> None:
-        self.send_first, self.between = send_first, between
+    def __init__(
+        self,
+        *,
+        send_first: bool,
+        between: Callable[[], None] | None = None,
+        refusal: bytes = _THROTTLED,
+    ) -> None:
+        self.send_first, self.between, self.refusal = send_first, between, refusal
         self.made_up = 0
 
     def __call__(self, request: Any, **_: Any) -> Any:
@@ -55,7 +66,7 @@ class _Reply:
         self.made_up += 1
         headers = {"Content-Type": "application/x-amz-json-1.0"}
         if not self.send_first:
-            return AWSResponse(request.url, 400, headers, _Body(_THROTTLED))
+            return AWSResponse(request.url, 400, headers, _Body(self.refusal))
         session = URLLib3Session()
         try:
             real = session.send(request)
@@ -201,3 +212,18 @@ def test_a_refusal_after_a_throttled_attempt_is_a_conflict(store: DynamoStore) -
     assert reply.made_up == 1
     assert info.value.reason == "exists"
     assert info.value.found is not None and info.value.found.version == v1
+
+
+def test_a_plain_write_refused_by_a_transaction_in_flight_is_sent_again(
+    store: DynamoStore,
+) -> None:
+    """``TransactionConflictException`` (a transaction holds the item; botocore does not
+    retry it) applied nothing: the commit is sent again, as a conflicted transaction is."""
+    status = Key(STATUS, "job")
+    calls = _calls(store)
+    reply = _lose_first_reply(store, "UpdateItem", _Reply(send_first=False, refusal=_BUSY))
+    (version,) = store.commit([Merge(status, {"state": "ok"}, {"duplicates": 1})])
+    assert reply.made_up == 1 and calls == ["UpdateItem", "UpdateItem"]
+    got = store.get(status)
+    assert got is not None and got.version == version
+    assert got.data == {"state": "ok", "duplicates": 1}

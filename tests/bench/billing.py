@@ -11,8 +11,9 @@ call is turned into the units the provider bills, by the provider's published ru
   entities is one request; the entity operations inside it are reported beside it;
 * **DynamoDB** (on demand): write request units of a ``TransactWriteItems`` = 2 per KB (rounded
   up) of each item written, the larger of its size before and after (the adapter's encoding of
-  the record is measured); read request units = 1 per 4 KB of a strongly consistent read or of
-  a query's items (at least 1);
+  the record is measured); a commit of one Create / Update / Merge is a plain ``PutItem`` /
+  ``UpdateItem``: 1 per KB; read request units = 1 per 4 KB of a strongly consistent read or
+  of a query's items (at least 1);
 * **Postgres / SQLite**: requests (round trips) and records written; priced by the instance,
   not per operation.
 
@@ -152,6 +153,9 @@ class Meter:
         return sizes
 
     def _commit(self, ops: Sequence[Op], before: dict[Key, int]) -> None:
+        # the adapter sends one Create / Update / Merge as a plain write, the rest as one
+        # transaction (2 units per KB of each item)
+        plain = len(ops) == 1 and not isinstance(ops[0], Delete)
         for op in ops:
             if isinstance(op, Delete):
                 self.units["deletes"] += 1
@@ -166,7 +170,8 @@ class Meter:
                 else:
                     after = 0
                 size = max(after, before.get(op.key, 0))
-                self.units["write_units"] += 2 * max(1, math.ceil(size / 1024))
+                per_kb = 1 if plain else 2
+                self.units["write_units"] += per_kb * max(1, math.ceil(size / 1024))
 
     def billable(self) -> dict[str, int]:
         """The provider's billable units so far (see the module docstring)."""
@@ -314,7 +319,8 @@ def judge(results: dict[str, Any]) -> list[dict[str, Any]]:
         note = f"{unit}"
         if store == "dynamodb":
             note += (
-                ": 2 per KB of each record a transaction writes: per batch its page (~4 KB for"
+                ": 2 per KB of each record a transaction writes (1 per KB of a lone"
+                " Create / Update / Merge, sent as a plain write): per batch its page (~4 KB for"
                 " 100 items: keys and 32-character fingerprints) and the run record (~1 KB)"
             )
         elif store != "table":
@@ -364,7 +370,8 @@ def render(section: Any) -> list[str]:
         "written): 2 writes. Firestore: document",
         "reads / writes / deletes; Table Storage: transactions (requests; the entity operations",
         "inside entity-group transactions beside them); DynamoDB: on-demand read / write request",
-        "units (a transactional write costs 2 per KB of each item); Postgres / SQLite: requests",
+        "units (2 per KB of each item a transaction writes, 1 per KB of a lone record's plain",
+        "write); Postgres / SQLite: requests",
         "and records written (priced by the instance, not per operation).",
         "",
     ]
