@@ -19,7 +19,9 @@ call is turned into the units the provider bills, by the provider's published ru
 
 Scenarios (one fresh job per repeat): the scheduled run of a daily job's current window (the
 happy path: claim, complete) and the same with ``ctx.items()`` over :data:`LEDGER_ITEMS` items
-at the default batch size; the per-1,000-items figure is the difference, scaled.
+at the default batch size; the per-1,000-items figure is the difference, scaled. A duplicate
+delivery of a finished window (``per_duplicate``): a refused write is billed as the write it
+would have been.
 
 Broker operations per happy-path run are counted by wrapping the queue ports of a real
 trigger → worker delivery (:func:`broker_ops`).
@@ -234,6 +236,31 @@ def _runs(
     return found
 
 
+def _duplicates(store: Store, name: str, repeats: int) -> list[dict[str, int]]:
+    """Units of a duplicate delivery of a finished window: the refused claim (which brings
+    the run record it found) and the status write counting the duplicate."""
+
+    def handler(ctx: Any) -> None:
+        pass
+
+    names = [f"bill-dup-{i}" for i in range(repeats + 1)]
+    jobs = JobSet(job(j, cron="0 0 * * *", max_runtime="5m")(handler) for j in names)
+    today = jobs[names[0]].schedule.floor(datetime.now(UTC))
+    engine = Engine(jobs, store)
+    for job_name in names:
+        engine.execute(RunRequest(job_name, today))
+    engine.execute(RunRequest(names[-1], today))  # warm-up
+    meter = Meter(store, name)
+    found = []
+    for job_name in names[:repeats]:
+        meter.reset()
+        outcome = engine.execute(RunRequest(job_name, today))
+        if outcome.kind is not OutcomeKind.DUPLICATE:
+            raise RuntimeError(f"{job_name}: {outcome}")
+        found.append(meter.billable())
+    return found
+
+
 def _per_1000(run: dict[str, int], happy: dict[str, int]) -> dict[str, float]:
     """Units a run of :data:`LEDGER_ITEMS` items costs beyond the happy path, per 1,000."""
     return {unit: (run[unit] - happy.get(unit, 0)) * 1000 / LEDGER_ITEMS for unit in run}
@@ -248,10 +275,13 @@ def measure(emulators: Emulators, stores: list[str], repeats: int = 3) -> dict[s
             with_ledger = _runs(store, name, LEDGER_ITEMS, repeats)[-1]
         with emulators.store(name) as store:
             wide = _runs(store, name, LEDGER_ITEMS, 1, batch=WIDE_BATCH)[-1]
+        with emulators.store(name) as store:
+            duplicate = _duplicates(store, name, repeats)[-1]
 
         per_1000 = _per_1000(with_ledger, happy)
         results[name] = {
             "per_run": happy,
+            "per_duplicate": duplicate,
             "ledger_run": with_ledger,
             "ledger_items": LEDGER_ITEMS,
             "per_1000_items": per_1000,
