@@ -486,7 +486,8 @@ class _Busy(Exception):
 
 class _Refused(Exception):
     """``ConditionalCheckFailedException`` of a single-item write, with the item it found
-    (``ReturnValuesOnConditionCheckFailure=ALL_OLD``) and whether botocore had resent it."""
+    (``ReturnValuesOnConditionCheckFailure=ALL_OLD``) and whether an earlier send of the same
+    commit may have applied."""
 
     def __init__(self, exc: Exception) -> None:
         super().__init__(str(exc))
