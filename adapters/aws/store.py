@@ -316,12 +316,22 @@ class DynamoStore(Store):
                     f"DynamoDB cannot hold {op.key.kind} {op.key.job}/{storable(op.key.id)}: "
                     "it holds text that is not valid Unicode (a lone surrogate); nothing sent"
                 )
+        sends = _Sends()
+        outer = getattr(_ATTEMPTS, "sends", None)  # a commit sent from within a botocore hook
+        _ATTEMPTS.sends = sends
+        try:
+            return self._send(ops, sends)
+        finally:
+            _ATTEMPTS.sends = outer
+
+    def _send(self, ops: list[Op], sends: _Sends) -> list[Version]:
+        """Send ``ops`` (checked) until applied or refused; ``sends`` notes whether any send
+        of a plain write may have applied (see :func:`_note_attempt`)."""
         versions: list[Version] = [None if isinstance(op, Delete) else _new_version() for op in ops]
         reads = {i for i, op in enumerate(ops) if isinstance(op, Merge) and op.maximums}
         # one record, written or merged: a plain conditional write (half the write units of a
         # transaction); a lone Delete stays a transaction (see the module docstring)
         single = len(ops) == 1 and not isinstance(ops[0], Delete)
-        _ATTEMPTS.maybe_applied = False  # across every send of this commit
         conflicts = 0
         for attempt in range(self.merge_attempts):
             items: list[dict[str, Any]] = []
@@ -335,7 +345,7 @@ class DynamoStore(Store):
                 self._count()  # a resent write is one more round trip
             try:
                 if single:
-                    self._write_one(items[0])
+                    self._write_one(items[0], sends)
                 else:
                     self._call(
                         functools.partial(self._db.transact_write_items, TransactItems=items),
@@ -430,12 +440,12 @@ class DynamoStore(Store):
         assert isinstance(op, Merge)
         return {"Update": _merge_update(self.table, op, version, current, guard=single)}
 
-    def _write_one(self, item: dict[str, Any]) -> None:
+    def _write_one(self, item: dict[str, Any], sends: _Sends) -> None:
         """Send one ``TransactItems`` entry (a ``Put`` or an ``Update``) as a plain conditional
         ``PutItem`` / ``UpdateItem``: the same condition, and the item found on a refusal
         (``ALL_OLD``), which :meth:`_commit` reads for its own version. Raises
         :class:`_Refused` when the condition fails, saying whether any send of this commit so
-        far may have applied (``_ATTEMPTS``, reset by :meth:`_commit`)."""
+        far may have applied (``sends``)."""
         ((kind, request),) = item.items()
         request = {**request, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
         if kind == "Put":
@@ -446,7 +456,7 @@ class DynamoStore(Store):
         try:
             self._call(functools.partial(send, **request), write=True, what=what)
         except _Refused as refused:
-            refused.retried = bool(getattr(_ATTEMPTS, "maybe_applied", False))
+            refused.retried = sends.maybe_applied
             raise
 
     # -- plumbing --------------------------------------------------------------------------
@@ -514,7 +524,17 @@ class _Refused(Exception):
         return _record(item)
 
 
-#: per thread: whether an attempt of the plain write in flight may have applied
+class _Sends:
+    """The sends of one commit: whether any of them may have applied."""
+
+    __slots__ = ("maybe_applied",)
+
+    def __init__(self) -> None:
+        self.maybe_applied = False
+
+
+#: per thread: ``sends``, the :class:`_Sends` of the commit in flight (botocore calls its hooks
+#: on the thread that sent the request)
 _ATTEMPTS = threading.local()
 
 
@@ -533,8 +553,9 @@ def _note_attempt(
     elif response is not None:
         status = getattr(response[0], "status_code", 0) or 0
         maybe = int(status) >= 500
-    if maybe:
-        _ATTEMPTS.maybe_applied = True
+    sends = getattr(_ATTEMPTS, "sends", None)
+    if maybe and sends is not None:
+        sends.maybe_applied = True
 
 
 def _conflict(ops: list[Op], index: int, found: Record | None) -> CommitConflict:

@@ -227,3 +227,61 @@ def test_a_plain_write_refused_by_a_transaction_in_flight_is_sent_again(
     got = store.get(status)
     assert got is not None and got.version == version
     assert got.data == {"state": "ok", "duplicates": 1}
+
+
+class _Script(_Reply):
+    """Made-up replies for the first sends of one operation, in order: ``"lost"`` (sent and
+    applied, then a 500), ``"busy"`` (refused unsent: a transaction in flight); later sends
+    go to the server. ``between`` runs before the first send that goes through."""
+
+    def __init__(self, steps: list[str], between: Callable[[], None]) -> None:
+        super().__init__(send_first=True, refusal=_BUSY)
+        self.steps, self.after = list(steps), between
+
+    def __call__(self, request: Any, **_: Any) -> Any:
+        from botocore.awsrequest import AWSResponse
+
+        if not self.steps:
+            if self.after is not None:
+                self.after, after = None, self.after
+                after()
+            return None
+        step = self.steps.pop(0)
+        if step == "lost":
+            self.made_up = 0  # the parent sends it, then loses the reply
+            reply = super().__call__(request)
+        else:
+            headers = {"Content-Type": "application/x-amz-json-1.0"}
+            reply = AWSResponse(request.url, 400, headers, _Body(_BUSY))
+        self.made_up = 1
+        return reply
+
+
+def test_a_lost_reply_is_remembered_across_the_stores_own_resends(
+    store: DynamoStore, moto_server: MotoServer
+) -> None:
+    """The first send landed (reply lost), botocore's resend met a transaction in flight, the
+    store sent the commit again after another writer had replaced the record: refused, and
+    not ours, so the outcome is unknown, not a conflict (the first send's landing is kept in
+    mind across the store's own resends)."""
+    run = Key(RUN, "job", "w1")
+    (v1,) = store.commit([Create(run, {"state": "running"})])
+    other = DynamoStore.from_settings(moto_server.settings(table=store.table))
+
+    def takeover() -> None:
+        found = other.get(run)
+        assert found is not None and found.data == {"state": "done"}  # ours landed
+        other.commit([Update(run, {"state": "taken"}, found.version)])
+
+    calls = _calls(store)
+    script = _Script(["lost", "busy"], between=takeover)
+    _lose_first_reply(store, "PutItem", script)
+    try:
+        with pytest.raises(CommitOutcomeUnknown):
+            store.commit([Update(run, {"state": "done"}, v1)])
+    finally:
+        other.close()
+    assert not script.steps and script.after is None  # every step ran
+    assert calls == ["PutItem", "PutItem"]  # botocore's call, then the store's resend
+    got = store.get(run)
+    assert got is not None and got.data == {"state": "taken"}
