@@ -285,3 +285,21 @@ def test_a_lost_reply_is_remembered_across_the_stores_own_resends(
     assert calls == ["PutItem", "PutItem"]  # botocore's call, then the store's resend
     got = store.get(run)
     assert got is not None and got.data == {"state": "taken"}
+
+
+@pytest.mark.parametrize("alone", [True, False])
+def test_an_increment_of_a_null_field_counts_it_as_zero(store: DynamoStore, alone: bool) -> None:
+    """``ADD`` refuses a field stored as null; the Merge contract counts null as 0: the
+    increment is applied against a read, alone (a plain write) or in a transaction."""
+    status = Key(STATUS, "job")
+    store.commit([Create(status, {"duplicates": None, "state": "ok"})])
+    calls = _calls(store)
+    ops: list[Any] = [Merge(status, {"last": "w2"}, {"duplicates": 2})]
+    if not alone:
+        ops.append(Create(Key(ITEM, "job", "w2/a"), {}))
+    (version, *_) = store.commit(ops)
+    sent = "UpdateItem" if alone else "TransactWriteItems"
+    assert calls == [sent, "GetItem", sent]  # refused, read, written against the read
+    got = store.get(status)
+    assert got is not None and got.version == version
+    assert got.data == {"duplicates": 2, "state": "ok", "last": "w2"}
