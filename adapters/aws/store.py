@@ -3,6 +3,10 @@
 Layout: one table. Partition key ``pk`` = the job name, sort key ``sk`` = ``<kind>#<id>``, so
 every record of a job lives in one item collection and a commit (one job, by the port's rule)
 is one ``TransactWriteItems`` call: atomic, at most 100 distinct items (:attr:`max_commit_ops`).
+A commit of one Create, Update or Merge is one plain conditional ``PutItem`` / ``UpdateItem``
+instead (the same condition; a single-item write is atomic already, and DynamoDB bills a
+transactional write twice the write units of a plain one: the watcher's status writes, a
+duplicate delivery's count, any lone record); a lone Delete stays a transaction (below).
 A global secondary index ``by-kind`` (hash ``k`` = kind, range ``jk`` = ``<job>#<id>``) serves
 queries across jobs (a query of every status record; eventually consistent, as GSIs are). Two
 sparse ones, ``by-due-at`` and ``by-watch-due`` (hash ``k``, range the number attribute
@@ -18,13 +22,14 @@ field, named ``f.<field>`` (a ledger page's ``keys`` and ``fps`` are compact bin
 it); every other value is its JSON text (exact round trips of floats, bools, ``None``, lists,
 maps and very large integers).
 
-Operations (each op of a commit is one transaction item):
+Operations (each op of a commit is one transaction item, or the one plain write):
 
 * ``Create`` → ``Put`` with ``attribute_not_exists(pk)``; refused → ``CommitConflict("exists")``
   carrying the item it found (``ReturnValuesOnConditionCheckFailure=ALL_OLD``: no read more).
 * ``Update`` → ``Put`` (replace) with ``v = <version>``; ``Delete`` → ``Delete`` with the same
   condition; refused → ``CommitConflict("version")``.
-* ``Merge`` → ``Update`` without a condition: ``SET`` for fields, ``ADD`` for increments.
+* ``Merge`` → ``Update`` without a condition (sent alone: guarded, below): ``SET`` for fields,
+  ``ADD`` for increments.
   ``maximums`` need the current value (DynamoDB has no max in update expressions): the record
   is read first (one extra round trip each, counted) and written with a condition on the version
   read; when *that* condition fails (a concurrent writer), the commit is sent again with a fresh
@@ -35,6 +40,31 @@ The failing op's index comes from the positional ``CancellationReasons`` of
 or ``CommitOutcomeUnknown`` (sent, then lost) — see :mod:`.errors`. botocore retries throttling
 and 5xx itself; a resent ``TransactWriteItems`` carries the same idempotency token, so a retry
 of a transaction that did apply returns success instead of a false conflict.
+
+A plain write has no such token; its idempotency rests on the version every write writes (a
+random token per commit, the same in every send of it):
+
+* a refusal (``ConditionalCheckFailedException``) whose ``ALL_OLD`` item holds this commit's
+  own version is a resend of a write that landed: success (the claim's Create, an Update's
+  compare-and-set, a Merge written against a read);
+* a guarded Merge is conditioned on ``attribute_not_exists(v) OR v <> :mine``: a resend of one
+  that landed is refused (then judged as above) instead of adding its increments twice;
+* a refusal after an attempt that may have applied (a 5xx or a lost reply, noted per thread by a
+  ``needs-retry`` hook on the client) whose item is not ours is
+  :class:`~cronwarden.model.errors.CommitOutcomeUnknown`, never a false "nothing applied": the
+  first send may have landed and been overwritten before the resend. A throttled attempt applied
+  nothing: its resend's refusal is a plain conflict.
+
+Residual: a guarded Merge that landed, whose reply was lost, and whose record another writer
+changed before botocore's resend (milliseconds) is applied again by that resend (its increments
+counted twice); a transaction's token would have made that resend a no-op. The lone Merges
+with increments on a run's path count refusals (a duplicate delivery, a skip, a refused
+overlap's failure).
+
+A lone Delete stays a ``TransactWriteItems``: a resend of a delete that landed finds no item, so
+"ours applied" and "someone else deleted it" could not be told apart (no item, no version to
+compare); the token answers that resend as success. Deletes are rare (a lock's release rides on
+the completion's transaction; the rest are operator commands).
 """
 
 from __future__ import annotations
@@ -43,6 +73,7 @@ import functools
 import json
 import random
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
@@ -50,6 +81,7 @@ from typing import Any, TypeVar
 
 from cronwarden.model.errors import (
     CommitConflict,
+    CommitOutcomeUnknown,
     ConfigurationError,
     ContentRefused,
     StoreUnavailable,
@@ -111,6 +143,14 @@ class DynamoStore(Store):
         self._db = dynamodb
         self.table = table
         self._closed = False
+        events = getattr(getattr(dynamodb, "meta", None), "events", None)
+        if events is not None:  # a boto3 client: note the attempts of a plain write
+            for operation in ("PutItem", "UpdateItem"):
+                events.register(
+                    f"needs-retry.dynamodb.{operation}",
+                    _note_attempt,
+                    unique_id=f"cronwarden-dynamo-attempts-{operation}",
+                )
 
     @classmethod
     def from_settings(cls, settings: AwsSettings) -> DynamoStore:
@@ -276,8 +316,22 @@ class DynamoStore(Store):
                     f"DynamoDB cannot hold {op.key.kind} {op.key.job}/{storable(op.key.id)}: "
                     "it holds text that is not valid Unicode (a lone surrogate); nothing sent"
                 )
+        sends = _Sends()
+        outer = getattr(_ATTEMPTS, "sends", None)  # a commit sent from within a botocore hook
+        _ATTEMPTS.sends = sends
+        try:
+            return self._send(ops, sends)
+        finally:
+            _ATTEMPTS.sends = outer
+
+    def _send(self, ops: list[Op], sends: _Sends) -> list[Version]:
+        """Send ``ops`` (checked) until applied or refused; ``sends`` notes whether any send
+        of a plain write may have applied (see :func:`_note_attempt`)."""
         versions: list[Version] = [None if isinstance(op, Delete) else _new_version() for op in ops]
         reads = {i for i, op in enumerate(ops) if isinstance(op, Merge) and op.maximums}
+        # one record, written or merged: a plain conditional write (half the write units of a
+        # transaction); a lone Delete stays a transaction (see the module docstring)
+        single = len(ops) == 1 and not isinstance(ops[0], Delete)
         conflicts = 0
         for attempt in range(self.merge_attempts):
             items: list[dict[str, Any]] = []
@@ -286,16 +340,37 @@ class DynamoStore(Store):
                 if index in reads:
                     self._count()  # the read a maximum needs is a round trip of its own
                     current = self._read(op.key) or {}
-                items.append(self._item(op, versions[index], current))
+                items.append(self._item(op, versions[index], current, single=single))
             if attempt:
-                self._count()  # a resent transaction is one more round trip
+                self._count()  # a resent write is one more round trip
             try:
-                self._call(
-                    functools.partial(self._db.transact_write_items, TransactItems=items),
-                    write=True,
-                    what="TransactWriteItems",
-                )
+                if single:
+                    self._write_one(items[0], sends)
+                else:
+                    self._call(
+                        functools.partial(self._db.transact_write_items, TransactItems=items),
+                        write=True,
+                        what="TransactWriteItems",
+                    )
                 return versions
+            except _Refused as refused:
+                mine = versions[0]
+                if refused.version == mine:
+                    # our own write, resent by botocore after it had landed (its reply lost):
+                    # it applied once, and the resend was refused by its condition
+                    return versions
+                if refused.retried:
+                    # resent by botocore, refused, and the record is not ours: the first send
+                    # may have landed and been overwritten since; never a false "not applied"
+                    what = f"{ops[0].key.kind} {ops[0].key.job}/{ops[0].key.id}"
+                    raise CommitOutcomeUnknown(
+                        f"DynamoDB write of {what} was resent after a lost reply and refused; "
+                        "the first send may have been applied"
+                    ) from None
+                if 0 in reads:
+                    _backoff(attempt)
+                    continue
+                raise _conflict(ops, 0, refused.found()) from None
             except ValueError as exc:
                 # ADD refuses a field stored as null; the Merge contract counts null as 0:
                 # apply those increments against what is read, like a maximum.
@@ -306,30 +381,31 @@ class DynamoStore(Store):
                 continue
             except _Cancelled as cancelled:
                 failed = cancelled.failed_index()
-                if failed is None:  # refused by a concurrent transaction: nothing applied
-                    conflicts += 1
-                    if conflicts >= self.conflict_attempts:
-                        raise StoreUnavailable(
-                            f"DynamoDB refused a commit on job {ops[0].key.job!r} "
-                            f"{conflicts} times (transaction conflicts); nothing was applied"
-                        ) from None
-                    _backoff(attempt)
-                    continue
-                if failed in reads:
-                    _backoff(attempt)
-                    continue
-                refused = ops[failed]
-                reason = "exists" if isinstance(refused, Create) else "version"
-                detail = f"{refused.key.kind} {refused.key.job}/{refused.key.id}"
-                found = cancelled.found(failed) if isinstance(refused, Create) else None
-                raise CommitConflict(failed, reason, detail, found=found) from None
+                if failed is not None:
+                    if failed in reads:
+                        _backoff(attempt)
+                        continue
+                    raise _conflict(ops, failed, cancelled.found(failed)) from None
+            except _Busy:
+                pass  # a plain write refused by a transaction in flight on its item
+            # refused by a concurrent transaction: nothing applied
+            conflicts += 1
+            if conflicts >= self.conflict_attempts:
+                raise StoreUnavailable(
+                    f"DynamoDB refused a commit on job {ops[0].key.job!r} "
+                    f"{conflicts} times (transaction conflicts); nothing was applied"
+                )
+            _backoff(attempt)
         raise StoreUnavailable(
             f"Merge maximums on job {ops[0].key.job!r} lost {self.merge_attempts} races in a "
             "row; nothing was applied"
         )
 
-    def _item(self, op: Op, version: Version, current: dict[str, Any] | None) -> dict[str, Any]:
-        """One ``TransactItems`` entry for ``op`` (``current``: the item read for maximums)."""
+    def _item(
+        self, op: Op, version: Version, current: dict[str, Any] | None, *, single: bool = False
+    ) -> dict[str, Any]:
+        """One ``TransactItems`` entry for ``op`` (``current``: the item read for maximums;
+        ``single``: sent alone by :meth:`_write_one`, so a Merge is guarded against a resend)."""
         if isinstance(op, Create):
             return {
                 "Put": {
@@ -362,7 +438,26 @@ class DynamoStore(Store):
                 }
             }
         assert isinstance(op, Merge)
-        return {"Update": _merge_update(self.table, op, version, current)}
+        return {"Update": _merge_update(self.table, op, version, current, guard=single)}
+
+    def _write_one(self, item: dict[str, Any], sends: _Sends) -> None:
+        """Send one ``TransactItems`` entry (a ``Put`` or an ``Update``) as a plain conditional
+        ``PutItem`` / ``UpdateItem``: the same condition, and the item found on a refusal
+        (``ALL_OLD``), which :meth:`_commit` reads for its own version. Raises
+        :class:`_Refused` when the condition fails, saying whether any send of this commit so
+        far may have applied (``sends``)."""
+        ((kind, request),) = item.items()
+        request = {**request, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}
+        if kind == "Put":
+            send, what = self._db.put_item, "PutItem"
+        else:
+            assert kind == "Update", kind
+            send, what = self._db.update_item, "UpdateItem"
+        try:
+            self._call(functools.partial(send, **request), write=True, what=what)
+        except _Refused as refused:
+            refused.retried = sends.maybe_applied
+            raise
 
     # -- plumbing --------------------------------------------------------------------------
     def _call(self, action: Callable[[], _T], *, write: bool, what: str) -> _T:
@@ -373,6 +468,12 @@ class DynamoStore(Store):
         except Exception as exc:
             if error_code(exc) == "TransactionCanceledException":
                 raise _Cancelled(exc) from None
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise _Refused(exc) from None
+            if error_code(exc) == "TransactionConflictException" and what != "TransactWriteItems":
+                raise _Busy(str(exc)) from None
+            if error_code(exc) == "ItemCollectionSizeLimitExceededException" and write:
+                raise ContentRefused(f"DynamoDB {what}: {exc}; nothing applied") from None
             if error_code(exc) == "ValidationException":
                 if write:  # the write's content (an item past 400 KB, text it cannot hold)
                     raise ContentRefused(f"DynamoDB {what}: {exc}; nothing applied") from None
@@ -386,6 +487,86 @@ class DynamoStore(Store):
         if not self._closed:
             self._closed = True
             self._db.close()
+
+
+class _Busy(Exception):
+    """``TransactionConflictException`` of a plain write: a transaction in flight holds its
+    item; nothing applied (resent like a transaction refused by a concurrent one)."""
+
+
+class _Refused(Exception):
+    """``ConditionalCheckFailedException`` of a single-item write, with the item it found
+    (``ReturnValuesOnConditionCheckFailure=ALL_OLD``) and whether an earlier send of the same
+    commit may have applied."""
+
+    def __init__(self, exc: Exception) -> None:
+        super().__init__(str(exc))
+        response = getattr(exc, "response", None) or {}
+        item = response.get("Item")
+        self.item: dict[str, Any] | None = item if isinstance(item, dict) else None
+        #: an earlier send of the same request may have applied (a reply lost or a 5xx, then
+        #: botocore's resend): set by :meth:`DynamoStore._write_one` from :func:`_note_attempt`
+        self.retried = False
+
+    @property
+    def version(self) -> str | None:
+        """The version of the item found, or None (no item, or none returned)."""
+        if not self.item:
+            return None
+        value = (self.item.get("v") or {}).get("S")
+        return str(value) if value is not None else None
+
+    def found(self) -> Record | None:
+        """The record found, or None when the reply did not carry a whole one."""
+        item = self.item
+        if not item or "pk" not in item or "sk" not in item or "v" not in item:
+            return None
+        return _record(item)
+
+
+class _Sends:
+    """The sends of one commit: whether any of them may have applied."""
+
+    __slots__ = ("maybe_applied",)
+
+    def __init__(self) -> None:
+        self.maybe_applied = False
+
+
+#: per thread: ``sends``, the :class:`_Sends` of the commit in flight (botocore calls its hooks
+#: on the thread that sent the request)
+_ATTEMPTS = threading.local()
+
+
+def _note_attempt(
+    response: Any = None, caught_exception: BaseException | None = None, **_: Any
+) -> None:
+    """botocore's ``needs-retry`` hook, after each attempt of a ``PutItem`` / ``UpdateItem``:
+    note an attempt that may have applied (a reply lost after sending, a 5xx) so that a later
+    attempt's refusal is not taken for "nothing applied". Decides nothing (returns None)."""
+    maybe = False
+    if caught_exception is not None:
+        from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
+
+        # not connected: never sent. Any other transport failure may have been sent
+        maybe = not isinstance(caught_exception, ConnectTimeoutError | EndpointConnectionError)
+    elif response is not None:
+        status = getattr(response[0], "status_code", 0) or 0
+        maybe = int(status) >= 500
+    sends = getattr(_ATTEMPTS, "sends", None)
+    if maybe and sends is not None:
+        sends.maybe_applied = True
+
+
+def _conflict(ops: list[Op], index: int, found: Record | None) -> CommitConflict:
+    """The :class:`CommitConflict` of ``ops[index]`` refused by its condition; ``found`` is
+    carried for a Create only (the claim judges the run record it found)."""
+    refused = ops[index]
+    reason = "exists" if isinstance(refused, Create) else "version"
+    detail = f"{refused.key.kind} {refused.key.job}/{refused.key.id}"
+    return CommitConflict(
+        index, reason, detail, found=found if isinstance(refused, Create) else None
+    )
 
 
 class _Cancelled(Exception):
@@ -577,8 +758,12 @@ def _due_number(value: Any) -> dict[str, Any] | None:
 
 
 def _merge_update(
-    table: str, op: Merge, version: str, current: dict[str, Any] | None
+    table: str, op: Merge, version: str, current: dict[str, Any] | None, *, guard: bool = False
 ) -> dict[str, Any]:
+    """The ``Update`` of ``op`` writing ``version``. Written against ``current`` (a read):
+    conditioned on the version read. Else unconditioned, unless ``guard``: then conditioned
+    on the record not holding ``version`` yet, so a resend of a write that landed (a plain
+    write has no idempotency token) is refused instead of applied twice."""
     names: dict[str, str] = {"#v": "v", "#k": "k", "#jk": "jk"}
     values: dict[str, Any] = {":v": {"S": version}}
     sets = ["#v = :v", "#k = :k", "#jk = :jk"]
@@ -642,6 +827,8 @@ def _merge_update(
         else:
             update["ConditionExpression"] = "#v = :old"
             values[":old"] = current["v"]
+    elif guard:
+        update["ConditionExpression"] = "attribute_not_exists(#v) OR #v <> :v"
     return update
 
 

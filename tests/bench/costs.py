@@ -100,6 +100,11 @@ def _scenario(
 CHECKS_PER_DAY = 24 * 60  #: a watcher every minute
 WINDOWS_PER_DAY = 24  #: the fleet of the cost table: hourly jobs
 STATUS_BYTES = 700  #: a healthy status record as the adapters store it (measured: 0.6-0.8 KB)
+#: DynamoDB write units of the watcher's status write per look (one record under 1 KB): the
+#: table's conditional ``PutItem`` (1: a commit of one record is a plain write, where a
+#: ``TransactWriteItems`` bills 2), ``by-watch-due``'s delete and insert (its key moved: 2) and
+#: ``by-kind``'s update (it projects every attribute: 1). Index writes are never transactional.
+DYNAMODB_LOOK_WRITE_UNITS = 1 + 2 + 1
 
 
 def watcher_costs(
@@ -115,7 +120,8 @@ def watcher_costs(
     * after: each check sends the due query (Firestore: two queries, at least one read each;
       Table Storage: one page; DynamoDB: two index queries, at least one unit each) and every
       job is read once per window at its deadline and its ``watch_due`` written once (a
-      document write; a transaction; a put of the item plus the due index's delete and insert).
+      document write; a transaction; :data:`DYNAMODB_LOOK_WRITE_UNITS`: a plain put of the
+      item, the due index's delete and insert, the ``by-kind`` index's update).
     """
     from .billing import PRICES
 
@@ -136,7 +142,7 @@ def watcher_costs(
                 {"read_units": math.ceil(jobs * STATUS_BYTES / 4096) * CHECKS_PER_DAY},
                 {
                     "read_units": 2 * CHECKS_PER_DAY + math.ceil(looks * STATUS_BYTES / 4096),
-                    "write_units": looks * 3,
+                    "write_units": looks * DYNAMODB_LOOK_WRITE_UNITS,
                 },
             ),
         }
