@@ -27,7 +27,9 @@ from .runs import RunState
 
 
 def iso(when: datetime) -> str:
-    return when.astimezone(UTC).isoformat(timespec="milliseconds")
+    if when.tzinfo is not UTC:  # the engine's clock gives UTC already: no conversion then
+        when = when.astimezone(UTC)
+    return when.isoformat(timespec="milliseconds")
 
 
 def parse_iso(text: Any) -> datetime | None:
