@@ -41,7 +41,7 @@ from cronwarden.model.ports import (
     Version,
     decode_json,
 )
-from cronwarden.model.text import unstorable
+from cronwarden.model.text import has_surrogate, unstorable
 
 from . import commit_sql
 from .database import Database
@@ -92,19 +92,19 @@ class PostgresStore(Store):
 
     def _commit(self, ops: list[Op]) -> list[Version]:
         encoded = [_encode(index, op) for index, op in enumerate(ops)]
-        payload = json.dumps(encoded, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         job = ops[0].key.job
         what = f"commit of {len(ops)} op(s) for {job}"
-        if unstorable(job) or unstorable(payload):
-            # a lone surrogate cannot be sent as UTF-8, and jsonb cannot hold NUL (\u0000)
-            raise ContentRefused(
-                f"Postgres cannot hold the {what}: it holds a NUL character or a lone "
-                "surrogate; nothing was sent"
-            )
+        # a lone surrogate cannot be sent as UTF-8, and jsonb cannot hold NUL (\u0000). What
+        # is checked is what is sent: JSON text (where NUL is escaped) and the ops' kinds and
+        # ids, each op serialised once
+        if unstorable(job):
+            raise _unholdable(what)
 
         if len(ops) <= commit_sql.MAX_OPS:
             sql = commit_sql.statement(self._q, commit_sql.shape(ops))
             params = commit_sql.parameters(job, encoded)
+            if any(type(v) is str and has_surrogate(v) for v in params.values()):
+                raise _unholdable(what)
 
             def one(conn: psycopg.Connection[Any]) -> list[Version]:
                 row = self.db.execute(conn, sql, params).fetchone()
@@ -114,6 +114,10 @@ class PostgresStore(Store):
                 return [None if isinstance(op, Delete) else clock for op in ops]
 
             return self._run_commit(one, what)
+
+        payload = json.dumps(encoded, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        if unstorable(payload):
+            raise _unholdable(what)
 
         def work(conn: psycopg.Connection[Any]) -> list[Version]:
             row = self.db.execute(conn, self._sql_commit, (job, payload)).fetchone()
@@ -202,6 +206,13 @@ class PostgresStore(Store):
     def close(self) -> None:
         if self._owns_db:
             self.db.close()
+
+
+def _unholdable(what: str) -> ContentRefused:
+    return ContentRefused(
+        f"Postgres cannot hold the {what}: it holds a NUL character or a lone surrogate; "
+        "nothing was sent"
+    )
 
 
 def _refused_for_content(exc: ValueError) -> bool:

@@ -161,7 +161,8 @@ def check_json(value: Any, where: str = "data") -> None:
         for name, item in value.items():
             if not isinstance(name, str):
                 raise ValueError(f"{where}: field names must be text, got {name!r}")
-            check_json(item, f"{where}.{name}")
+            if type(item) not in _EXACT_SCALARS:  # no path text built for a plain value
+                check_json(item, f"{where}.{name}")
         return
     raise ValueError(f"{where}: {type(value).__name__} is not a JSON type (store ISO text)")
 
@@ -207,8 +208,8 @@ def check_data(data: Mapping[str, Any], where: str = "data", native: tuple[type,
     for name, value in data.items():
         if not isinstance(name, str):
             raise ValueError(f"{where}: field names must be text, got {name!r}")
-        if native and isinstance(value, native):
-            continue
+        if type(value) in _EXACT_SCALARS or (native and isinstance(value, native)):
+            continue  # a plain JSON value (most fields): no path text built for it
         check_json(value, f"{where}.{name}")
 
 

@@ -27,7 +27,9 @@ from .runs import RunState
 
 
 def iso(when: datetime) -> str:
-    return when.astimezone(UTC).isoformat(timespec="milliseconds")
+    if when.tzinfo is not UTC:  # the engine's clock gives UTC already: no conversion then
+        when = when.astimezone(UTC)
+    return when.isoformat(timespec="milliseconds")
 
 
 def parse_iso(text: Any) -> datetime | None:
@@ -81,8 +83,13 @@ OVERRAN = "overran"  #: status: the last finished run ran past its max_runtime
 EXPIRE_AT = "expire_at"  #: the expiry field every backend's TTL policy reads
 
 # -- run ------------------------------------------------------------------------------------
-_RUN_TIMES = ("lease_expires", "started_at", "first_started_at", "finished_at", "expire_at")
-_OPTIONAL_RUN_FIELDS = ("duration_ms", "previous_run_id", "excused", "excused_detail", "write_id")
+_RUN_TIMES = frozenset(
+    ("lease_expires", "started_at", "first_started_at", "finished_at", "expire_at")
+)
+_OPTIONAL_RUN_FIELDS = frozenset(
+    ("duration_ms", "previous_run_id", "excused", "excused_detail", "write_id")
+)
+_RUN_IF_TRUE = frozenset(("overran", "traceback"))  #: stored only when true / non-empty
 
 
 @dataclass(frozen=True)
@@ -134,27 +141,34 @@ class RunRecord:
         return f"{self.owner} (run {self.run_id})"
 
     def with_(self, **changes: Any) -> RunRecord:
-        return replace(self, **changes)
+        if type(self) is not RunRecord or not _RUN_FIELD_SET.issuperset(changes):
+            return replace(self, **changes)  # its errors for an unknown field
+        # ``replace`` without re-running ``__init__`` (no defaults, no checks to apply): a
+        # run's path copies its record three times
+        copy = object.__new__(RunRecord)
+        attributes = copy.__dict__
+        attributes.update(self.__dict__)
+        attributes.update(changes)
+        return copy
 
     def to_data(self) -> dict[str, Any]:
         data: dict[str, Any] = dict(self.extra)
-        for spec in fields(self):
-            if spec.name == "extra":
-                continue
-            value = getattr(self, spec.name)
-            if spec.name in _RUN_TIMES:
-                value = _iso_or_none(value)
-            elif spec.name == "state":
+        attributes = self.__dict__
+        for name in _RUN_FIELDS:
+            value = attributes[name]
+            if name in _RUN_TIMES:
+                value = None if value is None else iso(value)
+            elif name == "state":
                 value = value.value
-            elif spec.name in _OPTIONAL_RUN_FIELDS and value is None:
+            elif name in _OPTIONAL_RUN_FIELDS and value is None:
                 continue  # absent until a run finishes / is taken over / writes
-            elif spec.name in ("overran", "traceback") and not value:
+            elif name in _RUN_IF_TRUE and not value:
                 continue
-            elif spec.name == "quarantined":
+            elif name == "quarantined":
                 if not value:
                     continue
                 value = list(value)
-            data[spec.name] = value
+            data[name] = value
         return data
 
     @classmethod
@@ -193,6 +207,11 @@ class RunRecord:
             traceback=_str_or_none(data.get("traceback")),
             extra={k: v for k, v in data.items() if k not in known},
         )
+
+
+#: the run record's fields in order, ``extra`` aside (what ``to_data`` writes)
+_RUN_FIELDS = tuple(spec.name for spec in fields(RunRecord) if spec.name != "extra")
+_RUN_FIELD_SET = frozenset(_RUN_FIELDS) | {"extra"}
 
 
 # -- lock -----------------------------------------------------------------------------------

@@ -34,11 +34,16 @@ SYSTEMS = ("cronwarden-queue", "cronwarden-engine", "dbos", "pgqueuer", "procras
 #: its own (``ack_flush=0``: the queue's ack path before acks rode on the next receive)
 #: ``-thread``: the lease renewed by a thread started and joined per run (the keeper before
 #: the process-wide renewal scheduler), for before/after in one interleaved run
+#: ``-batch100``: the worker receives up to 100 deliveries per poll (PgQueuer's batch here)
+#: instead of the 10 of ``cronwarden-queue`` (the headline: a worker's usual poll)
 EXTRA_SYSTEMS = (
     "cronwarden-queue-unbuffered",
     "cronwarden-engine-thread",
     "cronwarden-queue-thread",
+    "cronwarden-queue-batch100",
 )
+#: deliveries cronwarden's worker takes per poll (``cronwarden-queue``)
+POLL_BATCH = 10
 
 
 def _thread_per_run() -> None:
@@ -86,7 +91,7 @@ def _windows(runs: int) -> list[datetime]:
 
 
 def _cronwarden(
-    dsn: str, runs: int, *, queue: bool, ack_flush: float | None = None
+    dsn: str, runs: int, *, queue: bool, ack_flush: float | None = None, batch: int = POLL_BATCH
 ) -> tuple[float, int]:
     import cronwarden
     from cronwarden import Engine, JobSet, OutcomeKind, RunContext, RunRequest, Trigger, Worker
@@ -118,12 +123,12 @@ def _cronwarden(
         for window in windows:
             trigger.tick("bench", window)
         while done["n"] < runs:
-            if worker.poll(max_messages=10, wait=1.0) == 0 and done["n"] < runs:
+            if worker.poll(max_messages=batch, wait=1.0) == 0 and done["n"] < runs:
                 raise RuntimeError(f"queue empty after {done['n']} of {runs} runs")
         for _ in range(FIRES - 1):
             for window in windows:
                 trigger.tick("bench", window)
-            while worker.poll(max_messages=10, wait=0.5):
+            while worker.poll(max_messages=batch, wait=0.5):
                 pass
     else:
         for fire in range(FIRES):
@@ -259,6 +264,7 @@ RUNNERS: dict[str, Callable[[str, int], tuple[float, int]]] = {
         _thread_per_run(),
         _cronwarden(dsn, runs, queue=False),
     )[1],
+    "cronwarden-queue-batch100": lambda dsn, runs: _cronwarden(dsn, runs, queue=True, batch=100),
     "cronwarden-queue-thread": lambda dsn, runs: (
         _thread_per_run(),
         _cronwarden(dsn, runs, queue=True),

@@ -52,6 +52,33 @@ def test_every_operation_is_one_statement(make_store: Callable[..., PostgresStor
     assert status is not None and status.data == {"status": "succeeded", "runs": 2, "last": 7}
 
 
+def test_the_pool_hands_out_the_connection_returned_last(
+    make_store: Callable[..., PostgresStore],
+) -> None:
+    """A sequential run path keeps one warm server backend: the pool is LIFO, not in turn."""
+    store = make_store(pool_min=3)
+    pool = store.db.pool
+    pool.wait(timeout=30)
+    first, second, third = pool.getconn(), pool.getconn(), pool.getconn()
+    for conn in (first, second, third):
+        pool.putconn(conn)
+    assert pool.getconn() is third
+    pool.putconn(third)
+    backends = set()
+    for n in range(6):
+        store.commit([Merge(STATUS_KEY, {"n": n}, {})])
+        (backend,) = sql_on(store)
+        backends.add(backend)
+    assert len(backends) == 1
+
+
+def sql_on(store: PostgresStore) -> tuple[int]:
+    """The backend pid of the connection the store's next statement gets."""
+    return store.db.run(
+        lambda conn: conn.execute("SELECT pg_backend_pid()").fetchone(), what="pid", writes=False
+    )
+
+
 def test_concurrent_merges_lose_no_increment(make_store: Callable[..., PostgresStore]) -> None:
     hosts = [make_store() for _ in range(4)]
     per_host = 25

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import io
 import json
 import logging
@@ -10,7 +12,9 @@ import pytest
 from cronwarden import RunRequest, redact, register_secret, run_key
 from cronwarden.model.errors import MalformedRunRequest
 from cronwarden.model.logs import JsonFormatter, configure
+from cronwarden.model.records import RunRecord
 from cronwarden.model.redaction import snippet
+from cronwarden.model.runs import RunState, fingerprint, format_window, parse_window
 
 W = datetime(2026, 1, 20, 2, 0, tzinfo=UTC)
 
@@ -38,6 +42,46 @@ def test_run_key_must_match_job_and_window() -> None:
     body["run_key"] = "a:2026-01-21T02:00Z"
     with pytest.raises(MalformedRunRequest, match="does not match"):
         RunRequest.from_json(json.dumps(body))
+
+
+def test_window_texts_are_cached_per_instant_and_errors_are_not() -> None:
+    berlin = datetime.fromisoformat("2026-01-20T03:00+01:00")
+    assert format_window(W) == format_window(berlin) == "2026-01-20T02:00Z"
+    for _ in range(2):  # a cached text never hides a refusal
+        with pytest.raises(ValueError, match="minute boundary"):
+            format_window(W.replace(second=5))
+        with pytest.raises(MalformedRunRequest):
+            parse_window("2026-01-20 02:00")
+    assert parse_window("2026-01-20T02:00Z") == W and parse_window("2026-01-20T02:00Z").tzinfo
+
+
+def test_run_record_copies_and_codec_match_the_dataclass_ones() -> None:
+    run = RunRecord(
+        job="j",
+        window="2026-01-20T02:00Z",
+        run_key="j:2026-01-20T02:00Z",
+        owner="w",
+        started_at=W,
+        counters={"n": 1},
+        extra={"later": True},
+    )
+    changed = run.with_(state=RunState.SUCCEEDED, finished_at=W, duration_ms=3, overran=True)
+    assert changed == dataclasses.replace(
+        run, state=RunState.SUCCEEDED, finished_at=W, duration_ms=3, overran=True
+    )
+    assert run.state is RunState.RUNNING and run.finished_at is None  # the original stays
+    assert RunRecord.from_data(changed.to_data()) == changed
+    data = changed.to_data()
+    assert list(data)[:4] == ["later", "job", "window", "run_key"]
+    assert data["finished_at"] == "2026-01-20T02:00:00.000+00:00" and data["overran"] is True
+    assert "traceback" not in data and "quarantined" not in data and "write_id" not in data
+    with pytest.raises(TypeError):
+        run.with_(no_such_field=1)
+
+
+def test_an_empty_payload_has_the_json_fingerprint() -> None:
+    assert fingerprint({}) == hashlib.sha256(b"{}").hexdigest()[:32]
+    assert fingerprint({}) != fingerprint({"a": 1}) != fingerprint([])
 
 
 @pytest.mark.parametrize(
