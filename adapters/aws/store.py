@@ -8,13 +8,18 @@ instead (the same condition; a single-item write is atomic already, and DynamoDB
 transactional write twice the write units of a plain one: the watcher's status writes, a
 duplicate delivery's count, any lone record); a lone Delete stays a transaction (below).
 A global secondary index ``by-kind`` (hash ``k`` = kind, range ``jk`` = ``<job>#<id>``) serves
-queries across jobs (a query of every status record; eventually consistent, as GSIs are). Two
+queries across jobs (a query of every status record; eventually consistent, as GSIs are). It is
+sparse: only the kinds queried across jobs (:data:`INDEXED_KINDS`: status records) carry ``k``
+and ``jk``, because DynamoDB writes every item that carries an index's keys into that index
+again (billed: 1 write unit per KB of the projected item): run records, locks and ledger pages,
+read per job only, would otherwise cost half as much again per write. A query across jobs of
+another kind (no caller in cronwarden; the port allows it) is a filtered ``Scan``. Two
 sparse ones, ``by-due-at`` and ``by-watch-due`` (hash ``k``, range the number attribute
 ``due_at`` / ``watch_due``: top-level copies of a status record's due fields, present only
 while the field holds an integer), serve :meth:`~cronwarden.model.ports.Store.query_due`: one
 range query on each, reading the due records alone.
 
-Item attributes: ``pk``, ``sk``, ``k``, ``jk``, ``v`` (the version: a random token written by
+Item attributes: ``pk``, ``sk``, ``k`` and ``jk`` (status records only), ``v`` (the version: a random token written by
 every put or update, so versions never repeat while a key exists), ``ttl`` (epoch seconds
 derived from the record's ``expire_at``: the table's TTL attribute), and one attribute per data
 field, named ``f.<field>`` (a ledger page's ``keys`` and ``fps`` are compact binary attributes:
@@ -109,6 +114,8 @@ from .errors import error_code, store_error
 from .settings import AwsSettings
 
 INDEX = "by-kind"
+#: the kinds whose items carry the ``by-kind`` index's keys (queried across jobs)
+INDEXED_KINDS = frozenset({STATUS})
 #: the sparse index of each due field of the status records (``query_due``): name, attribute
 DUE_INDEXES = {"due_at": "by-due-at", "watch_due": "by-watch-due"}
 FIELD_PREFIX = "f."
@@ -240,13 +247,23 @@ class DynamoStore(Store):
                     if limit is not None and len(found) >= limit:
                         break
             return found
-        request = {
-            "TableName": self.table,
-            "IndexName": INDEX,
-            "KeyConditionExpression": "k = :k",
-            "ExpressionAttributeValues": {":k": {"S": kind}},
-        }
-        found = [r for r in map(_record, self._pages(request)) if wanted(r)]
+        if kind in INDEXED_KINDS:
+            request = {
+                "TableName": self.table,
+                "IndexName": INDEX,
+                "KeyConditionExpression": "k = :k",
+                "ExpressionAttributeValues": {":k": {"S": kind}},
+            }
+            items = self._pages(request)
+        else:  # not in the sparse index: every item of the kind, by a filtered scan
+            request = {
+                "TableName": self.table,
+                "FilterExpression": "begins_with(sk, :kind)",
+                "ExpressionAttributeValues": {":kind": {"S": kind + _SEP}},
+                "ConsistentRead": True,
+            }
+            items = self._pages(request, scan=True)
+        found = [r for r in map(_record, items) if wanted(r)]
         found.sort(key=lambda r: (r.key.job, r.key.id))
         return found if limit is None else found[:limit]
 
@@ -291,15 +308,14 @@ class DynamoStore(Store):
                 found.setdefault(record.key.job, record)
         return list(found.values())
 
-    def _pages(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    def _pages(self, request: dict[str, Any], *, scan: bool = False) -> Iterator[dict[str, Any]]:
+        send, what = (self._db.scan, "Scan") if scan else (self._db.query, "Query")
         first = True
         while True:
             if not first:
                 self._count()  # every further page is one more request
             first = False
-            response = self._call(
-                functools.partial(self._db.query, **request), write=False, what="Query"
-            )
+            response = self._call(functools.partial(send, **request), write=False, what=what)
             yield from response.get("Items", [])
             last = response.get("LastEvaluatedKey")
             if not last:
@@ -674,6 +690,9 @@ def _key(key: Key) -> dict[str, Any]:
 
 
 def _index_attributes(key: Key) -> dict[str, Any]:
+    """The ``by-kind`` index's keys of ``key``: only for :data:`INDEXED_KINDS` (sparse)."""
+    if key.kind not in INDEXED_KINDS:
+        return {}
     return {"k": {"S": key.kind}, "jk": {"S": key.job + _SEP + key.id}}
 
 
@@ -766,8 +785,13 @@ def _merge_update(
     write has no idempotency token) is refused instead of applied twice."""
     names: dict[str, str] = {"#v": "v", "#k": "k", "#jk": "jk"}
     values: dict[str, Any] = {":v": {"S": version}}
-    sets = ["#v = :v", "#k = :k", "#jk = :jk"]
-    values.update({":k": {"S": op.key.kind}, ":jk": {"S": op.key.job + _SEP + op.key.id}})
+    sets = ["#v = :v"]
+    removes: list[str] = []
+    if op.key.kind in INDEXED_KINDS:
+        sets += ["#k = :k", "#jk = :jk"]
+        values.update({":k": {"S": op.key.kind}, ":jk": {"S": op.key.job + _SEP + op.key.id}})
+    else:  # an item written before the index was sparse leaves it
+        removes += ["#k", "#jk"]
     adds: list[str] = []
     fields = dict(op.fields)
     read = current is not None  # {}: read, and absent
@@ -795,7 +819,6 @@ def _merge_update(
         values[":ttl"] = ttl
         sets.append("#ttl = :ttl")
         names["#ttl"] = "ttl"
-    removes: list[str] = []
     if op.key.kind == STATUS:  # the due fields' index attributes follow the fields
         for n, name in enumerate(DUE_FIELDS):
             names[f"#d{n}"] = name
@@ -864,4 +887,12 @@ def _backoff(attempt: int) -> None:
     time.sleep(random.uniform(0, min(0.5, 0.01 * 2**attempt)))
 
 
-__all__ = ["DUE_INDEXES", "INDEX", "DynamoStore", "decode", "encode", "table_definition"]
+__all__ = [
+    "DUE_INDEXES",
+    "INDEX",
+    "INDEXED_KINDS",
+    "DynamoStore",
+    "decode",
+    "encode",
+    "table_definition",
+]

@@ -12,8 +12,9 @@ call is turned into the units the provider bills, by the provider's published ru
 * **DynamoDB** (on demand): write request units of a ``TransactWriteItems`` = 2 per KB (rounded
   up) of each item written, the larger of its size before and after (the adapter's encoding of
   the record is measured); a commit of one Create / Update / Merge is a plain ``PutItem`` /
-  ``UpdateItem``: 1 per KB; read request units = 1 per 4 KB of a strongly consistent read or
-  of a query's items (at least 1);
+  ``UpdateItem``: 1 per KB; a status record's copies in the indexes 1 per KB each (``by-kind``,
+  and a due field's index moved: 2; the other kinds carry no index keys); read request units =
+  1 per 4 KB of a strongly consistent read or of a query's items (at least 1);
 * **Postgres / SQLite**: requests (round trips) and records written; priced by the instance,
   not per operation.
 
@@ -37,7 +38,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cronwarden import Engine, EngineSettings, JobSet, RunRequest, job
-from cronwarden.model.ports import Create, Delete, Key, Merge, Op, Record, RoundTrip, Store, Update
+from cronwarden.model.ports import (
+    DUE_FIELDS,
+    STATUS,
+    Create,
+    Delete,
+    Key,
+    Merge,
+    Op,
+    Record,
+    RoundTrip,
+    Store,
+    Update,
+)
 from cronwarden.run.engine import OutcomeKind
 
 from .emulators import Emulators
@@ -66,6 +79,17 @@ BROKER_PRICES = {
     "servicebus": 0.80,  # Standard tier, operations beyond the 13 M included per month
     "sqs": 0.40,  # standard queue requests (each 64 KB chunk of a payload is one request)
 }
+
+
+def _index_copies(op: Op) -> int:
+    """DynamoDB index writes of ``op`` per KB (never transactional: 1 unit each): a status
+    record is projected whole into ``by-kind``; a due field it writes moves its entry in that
+    field's index (a delete and an insert: the worst case, counted). Other kinds carry no
+    index keys (the index is sparse)."""
+    if op.key.kind != STATUS or isinstance(op, Delete):
+        return 0
+    written = op.fields if isinstance(op, Merge) else op.data
+    return 1 + 2 * sum(1 for name in DUE_FIELDS if name in written)
 
 
 def _size(data: dict[str, Any], key: Key) -> int:
@@ -103,10 +127,13 @@ class Meter:
         def commit(ops: Sequence[Op]) -> Any:
             before = self._sizes(ops) if name == "dynamodb" else {}
             start = store.round_trips
+            applied = False
             try:
-                return originals["commit"](ops)
+                result = originals["commit"](ops)
+                applied = True
+                return result
             finally:
-                self._commit(ops, before)
+                self._commit(ops, before, applied=applied)
                 self.units["requests"] += store.round_trips - start
 
         def get(key: Key) -> Record | None:
@@ -154,7 +181,7 @@ class Meter:
             self._peeking = False
         return sizes
 
-    def _commit(self, ops: Sequence[Op], before: dict[Key, int]) -> None:
+    def _commit(self, ops: Sequence[Op], before: dict[Key, int], *, applied: bool) -> None:
         # the adapter sends one Create / Update / Merge as a plain write, the rest as one
         # transaction (2 units per KB of each item)
         plain = len(ops) == 1 and not isinstance(ops[0], Delete)
@@ -173,7 +200,10 @@ class Meter:
                     after = 0
                 size = max(after, before.get(op.key, 0))
                 per_kb = 1 if plain else 2
-                self.units["write_units"] += per_kb * max(1, math.ceil(size / 1024))
+                kbs = max(1, math.ceil(size / 1024))
+                self.units["write_units"] += per_kb * kbs
+                if applied:  # a refused write bills the table's units, no index write
+                    self.units["write_units"] += _index_copies(op) * kbs
 
     def billable(self) -> dict[str, int]:
         """The provider's billable units so far (see the module docstring)."""
