@@ -19,12 +19,12 @@ sparse ones, ``by-due-at`` and ``by-watch-due`` (hash ``k``, range the number at
 while the field holds an integer), serve :meth:`~cronwarden.model.ports.Store.query_due`: one
 range query on each, reading the due records alone.
 
-Item attributes: ``pk``, ``sk``, ``k`` and ``jk`` (status records only), ``v`` (the version: a random token written by
-every put or update, so versions never repeat while a key exists), ``ttl`` (epoch seconds
-derived from the record's ``expire_at``: the table's TTL attribute), and one attribute per data
-field, named ``f.<field>`` (a ledger page's ``keys`` and ``fps`` are compact binary attributes:
-:mod:`._pages`). An ``int`` field is a DynamoDB number (so ``ADD`` can increment
-it); every other value is its JSON text (exact round trips of floats, bools, ``None``, lists,
+Item attributes: ``pk``, ``sk``, ``k`` and ``jk`` (status records only), ``v`` (the version: a
+random token written by every put or update, so versions never repeat while a key exists),
+``ttl`` (epoch seconds derived from the record's ``expire_at``: the table's TTL attribute), and
+one attribute per data field, named ``f.<field>`` (a ledger page's ``keys`` and ``fps`` are
+compact binary attributes: :mod:`._pages`). An ``int`` field is a DynamoDB number (so ``ADD``
+can increment it); every other value is its JSON text (exact round trips of floats, bools, ``None``, lists,
 maps and very large integers).
 
 Operations (each op of a commit is one transaction item, or the one plain write):
