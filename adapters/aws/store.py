@@ -24,8 +24,8 @@ random token written by every put or update, so versions never repeat while a ke
 ``ttl`` (epoch seconds derived from the record's ``expire_at``: the table's TTL attribute), and
 one attribute per data field, named ``f.<field>`` (a ledger page's ``keys`` and ``fps`` are
 compact binary attributes: :mod:`._pages`). An ``int`` field is a DynamoDB number (so ``ADD``
-can increment it); every other value is its JSON text (exact round trips of floats, bools, ``None``, lists,
-maps and very large integers).
+can increment it); every other value is its JSON text (exact round trips of floats, bools,
+``None``, lists, maps and very large integers).
 
 Operations (each op of a commit is one transaction item, or the one plain write):
 
