@@ -84,7 +84,8 @@ def cli(debug: bool) -> None:
     """Scheduled jobs that run once per window, never overlap and never fail silently.
 
     Exit status: 0 every run waited for succeeded; 1 a run failed, was dead-lettered or is
-    still retrying; 2 bad input; 130/143 stopped by SIGINT/SIGTERM.
+    still retrying (check: an alert is active; run --once: also an active alert that
+    reached no channel); 2 bad input; 130/143 stopped by SIGINT/SIGTERM.
     """
 
 
