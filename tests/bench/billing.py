@@ -255,15 +255,7 @@ def _runs(
     today = jobs[names[0]].schedule.floor(datetime.now(UTC))
     engine = Engine(jobs, store, EngineSettings(batch_size=batch))
     engine.execute(RunRequest(names[-1], today))  # warm-up
-    meter = Meter(store, name)
-    found = []
-    for job_name in names[:repeats]:
-        meter.reset()
-        outcome = engine.execute(RunRequest(job_name, today))
-        if outcome.kind is not OutcomeKind.SUCCEEDED:
-            raise RuntimeError(f"{job_name}: {outcome}")
-        found.append(meter.billable())
-    return found
+    return _metered(engine, store, name, names[:repeats], today, OutcomeKind.SUCCEEDED)
 
 
 def _duplicates(store: Store, name: str, repeats: int) -> list[dict[str, int]]:
@@ -280,12 +272,25 @@ def _duplicates(store: Store, name: str, repeats: int) -> list[dict[str, int]]:
     for job_name in names:
         engine.execute(RunRequest(job_name, today))
     engine.execute(RunRequest(names[-1], today))  # warm-up
+    return _metered(engine, store, name, names[:repeats], today, OutcomeKind.DUPLICATE)
+
+
+def _metered(
+    engine: Engine,
+    store: Store,
+    name: str,
+    names: Sequence[str],
+    window: datetime,
+    expected: OutcomeKind,
+) -> list[dict[str, int]]:
+    """The billable units of one delivery of ``window`` per job of ``names``, each of which
+    must end ``expected``."""
     meter = Meter(store, name)
     found = []
-    for job_name in names[:repeats]:
+    for job_name in names:
         meter.reset()
-        outcome = engine.execute(RunRequest(job_name, today))
-        if outcome.kind is not OutcomeKind.DUPLICATE:
+        outcome = engine.execute(RunRequest(job_name, window))
+        if outcome.kind is not expected:
             raise RuntimeError(f"{job_name}: {outcome}")
         found.append(meter.billable())
     return found
