@@ -18,9 +18,10 @@ The contract is ``commit_ops``'s: every op gets the commit's one new version (de
 first op (by index) whose precondition fails raises ``CW001`` (exists) / ``CW002`` (version)
 with its index in the detail, and the statement, so the whole commit, rolls back. The ``CASE``
 reads the ops in index order, so they run, and take their row locks, in index order as the
-function's loop did. Merges compute fields, increments and maxima in place with the same
-expressions as ``merge_data`` (sub-queries, not statements). The ops of one commit touch
-distinct records (the port's rule), so running them on one snapshot changes nothing.
+function's loop did. Merges compute fields, increments and maxima in place with
+``merge_data``'s semantics, one term per counter (no sub-query: see :func:`_merged`). The ops
+of one commit touch distinct records (the port's rule), so running them on one snapshot
+changes nothing.
 Larger commits (ledger pages in bulk) still go through ``commit_ops``: one statement text per
 op count would not be worth preparing.
 """
@@ -52,27 +53,42 @@ def shape(ops: list[Op]) -> tuple[str, ...]:
         elif isinstance(op, Delete):
             out.append("d")
         elif isinstance(op, Merge):
-            out.append("f" if not op.increments and not op.maximums else "m")
+            # how many increments and maximums: each is its own expression (keys are
+            # parameters, so the text never holds a caller's field name)
+            counts = (len(op.increments), len(op.maximums))
+            out.append("f" if counts == (0, 0) else f"m{counts[0]}.{counts[1]}")
         else:
             raise TypeError(f"unknown op {op!r}")
     return tuple(out)
 
 
-def _merged(base: str, i: int) -> str:
-    """``merge_data(base, f, n, x)`` of op ``i`` as one expression (sub-queries only)."""
-    f, n, x = f"%(f{i})s::jsonb", f"%(n{i})s::jsonb", f"%(x{i})s::jsonb"
-    added = (
-        "s.d || COALESCE((SELECT jsonb_object_agg(key, "
-        "COALESCE((s.d ->> key)::numeric, 0) + value::numeric) "
-        f"FROM jsonb_each({n})), '{{}}'::jsonb)"
-    )
-    raised = (
-        "a.d || COALESCE((SELECT jsonb_object_agg(key, CASE "
-        "WHEN a.d -> key IS NULL OR jsonb_typeof(a.d -> key) = 'null' THEN value "
-        "ELSE to_jsonb(GREATEST((a.d ->> key)::numeric, value::numeric)) END) "
-        f"FROM jsonb_each({x})), '{{}}'::jsonb)"
-    )
-    return f"(SELECT {raised} FROM (SELECT {added} AS d FROM (SELECT {base} || {f} AS d) s) a)"
+def _merged(base: str, i: int, kind: str) -> str:
+    """``merge_data(base, f, n, x)`` of op ``i`` (shape ``m<increments>.<maximums>``) as one
+    expression, one term per counter field and no sub-query: ``merge_data`` walks the
+    increments and the maximums with ``jsonb_each`` and ``jsonb_object_agg``, which cost
+    about as much as the rest of a claim. The Merge names each field once (``check_merge``),
+    so a counter field's value before the merge is ``base``'s own: the fields set and the
+    other counters never touch it."""
+    increments, maximums = (int(n) for n in kind[1:].split("."))
+    out = f"{base} || %(f{i})s::jsonb"
+    if increments:
+        terms = ", ".join(
+            f"%(nk{i}_{j})s::text, COALESCE(({base} ->> %(nk{i}_{j})s::text)::numeric, 0) "
+            f"+ %(nv{i}_{j})s::numeric"
+            for j in range(increments)
+        )
+        out += f" || jsonb_build_object({terms})"
+    if maximums:
+        terms = ", ".join(
+            f"%(xk{i}_{j})s::text, CASE WHEN {base} -> %(xk{i}_{j})s::text IS NULL "
+            f"OR jsonb_typeof({base} -> %(xk{i}_{j})s::text) = 'null' "
+            f"THEN to_jsonb(%(xv{i}_{j})s::numeric) "
+            f"ELSE to_jsonb(GREATEST(({base} ->> %(xk{i}_{j})s::text)::numeric, "
+            f"%(xv{i}_{j})s::numeric)) END"
+            for j in range(maximums)
+        )
+        out += f" || jsonb_build_object({terms})"
+    return f"({out})"
 
 
 @functools.lru_cache(maxsize=256)
@@ -101,8 +117,8 @@ def statement(q: str, ops: tuple[str, ...]) -> str:
             body = f"DELETE FROM {target} WHERE {where} AND version = %(v{i})s::bigint RETURNING 1"
             code = CONFLICT_VERSION
         else:
-            fresh = f"%(f{i})s::jsonb" if kind == "f" else _merged("'{}'::jsonb", i)
-            update = "r.data || EXCLUDED.data" if kind == "f" else _merged("r.data", i)
+            fresh = f"%(f{i})s::jsonb" if kind == "f" else _merged("'{}'::jsonb", i, kind)
+            update = "r.data || EXCLUDED.data" if kind == "f" else _merged("r.data", i, kind)
             body = (
                 f"INSERT INTO {target} AS r (kind, job, id, data, version, expire_at) "
                 f"SELECT %(k{i})s, %(job)s, %(i{i})s, {fresh}, clock.v, "
@@ -142,9 +158,11 @@ def parameters(job: str, encoded: list[dict[str, Any]]) -> dict[str, Any]:
             params[f"e{i}"] = op.get("e")
         if op["t"] == "m":
             params[f"f{i}"] = _text(op["f"])
-            if op["n"] or op["x"]:
-                params[f"n{i}"] = _text(op["n"])
-                params[f"x{i}"] = _text(op["x"])
+            # counters as text: one parameter type whatever their size (one prepared plan)
+            for j, (name, amount) in enumerate(op["n"].items()):
+                params[f"nk{i}_{j}"], params[f"nv{i}_{j}"] = name, str(amount)
+            for j, (name, amount) in enumerate(op["x"].items()):
+                params[f"xk{i}_{j}"], params[f"xv{i}_{j}"] = name, str(amount)
     return params
 
 

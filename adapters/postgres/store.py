@@ -41,7 +41,7 @@ from cronwarden.model.ports import (
     Version,
     decode_json,
 )
-from cronwarden.model.text import has_surrogate, unstorable
+from cronwarden.model.text import unstorable
 
 from . import commit_sql
 from .database import Database
@@ -95,15 +95,15 @@ class PostgresStore(Store):
         job = ops[0].key.job
         what = f"commit of {len(ops)} op(s) for {job}"
         # a lone surrogate cannot be sent as UTF-8, and jsonb cannot hold NUL (\u0000). What
-        # is checked is what is sent: JSON text (where NUL is escaped) and the ops' kinds and
-        # ids, each op serialised once
+        # is checked is what is sent: JSON text (where NUL is escaped), the ops' kinds and ids
+        # and the merges' counter names, each op serialised once
         if unstorable(job):
             raise _unholdable(what)
 
         if len(ops) <= commit_sql.MAX_OPS:
             sql = commit_sql.statement(self._q, commit_sql.shape(ops))
             params = commit_sql.parameters(job, encoded)
-            if any(type(v) is str and has_surrogate(v) for v in params.values()):
+            if any(type(v) is str and unstorable(v) for v in params.values()):
                 raise _unholdable(what)
 
             def one(conn: psycopg.Connection[Any]) -> list[Version]:
