@@ -26,7 +26,15 @@ class InvocationWorker(Worker):
         super().__init__(engine, in_progress_retries=in_progress_retries, publisher=publisher)
         self._flush = flush
 
-    def decide(self, delivery: Delivery, *, extend: Callable[[], None] | None = None) -> Decision:
+    def decide(
+        self,
+        delivery: Delivery,
+        *,
+        extend: Callable[[], None] | None = None,
+        then: Delivery | None = None,
+    ) -> Decision:
+        """``then`` is ignored: an invocation decides one delivery, and the platform may send
+        the next to another instance (a claim handed to it would wait out its lease)."""
         try:
             return super().decide(delivery, extend=extend)
         finally:

@@ -129,11 +129,18 @@ class LocalRunner:
             deliveries = worker.queue.receive(10, visibility=worker.visibility, wait=idle)
             if not deliveries:
                 return handled
-            for delivery in deliveries:
-                if self.stop_event.is_set():  # stopping: give it back for another worker
-                    worker.queue.retry(delivery, 0.0)
+            promised = False  #: the previous handle was told this delivery comes next
+            for i, delivery in enumerate(deliveries):
+                if self.stop_event.is_set() and not promised:
+                    worker.queue.retry(delivery, 0.0)  # stopping: give it back
                     continue
-                outcome = worker.handle(delivery)
+                following = deliveries[i + 1] if i + 1 < len(deliveries) else None
+                promised = following is not None and not self.stop_event.is_set()
+                try:
+                    outcome = worker.handle(delivery, then=following if promised else None)
+                except BaseException:
+                    self.engine.release_handed()  # the batch broke off: its next claim is not run
+                    raise
                 handled += 1
                 if outcomes is not None:
                     key = outcome.run_key if outcome else delivery.attributes.get("run_key", "?")

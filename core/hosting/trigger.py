@@ -276,9 +276,17 @@ class Worker:
             raise TypeError("this worker has no pull queue: use decide() and apply the verdict")
         return self._queue
 
-    def decide(self, delivery: Delivery, *, extend: Callable[[], None] | None = None) -> Decision:
+    def decide(
+        self,
+        delivery: Delivery,
+        *,
+        extend: Callable[[], None] | None = None,
+        then: Delivery | None = None,
+    ) -> Decision:
         """Parse, execute and decide, once. ``extend`` is called on every lease renewal (keep
-        the delivery invisible as long as the lease). Never settles anything itself."""
+        the delivery invisible as long as the lease). Never settles anything itself.
+        ``then``: the delivery this worker decides next on this thread, for certain (the next
+        of its batch): its claim may ride in this run's completion (``Engine.execute``)."""
         token = probe_token(delivery)
         if token is not None:  # ``cronwarden doctor``'s probe: acknowledged, never run
             answer_probe(self.engine.store, token, self.engine.worker_id, self.engine.now())
@@ -293,6 +301,7 @@ class Worker:
                 redrive=_redrive_generation(delivery.attributes),
                 on_renew=extend,
                 after=_after(delivery.attributes),
+                then=self._plain_request(then),
             )
         except MalformedRunRequest as exc:
             return Decision(self._reject(delivery, "MalformedRequest", str(exc)))
@@ -338,6 +347,22 @@ class Worker:
             raise MalformedRunRequest(f"unknown job {request.job!r}")
         return request
 
+    def _plain_request(self, delivery: Delivery | None) -> RunRequest | None:
+        """``delivery``'s run request when its claim could ride in a completion: a scheduled
+        window's (no probe, event, redrive or ordering after another window); else None."""
+        if (
+            delivery is None
+            or probe_token(delivery) is not None
+            or _is_event(delivery)
+            or _redrive_generation(delivery.attributes)
+            or _after(delivery.attributes) is not None
+        ):
+            return None
+        try:
+            return self._request(delivery)
+        except (MalformedRunRequest, ValueError):
+            return None
+
     def _completed(self, request: RunRequest) -> None:
         """After a success of a job with dependents: publish their run requests (the outbox
         records are already in the store; a failure here is left to the sweep)."""
@@ -362,10 +387,13 @@ class Worker:
             return
         publish_completion(target, jobs, job, request.window)
 
-    def handle(self, delivery: Delivery) -> Outcome | None:
-        """Decide one pulled delivery and settle it on :attr:`queue`. Returns the outcome."""
+    def handle(self, delivery: Delivery, *, then: Delivery | None = None) -> Outcome | None:
+        """Decide one pulled delivery and settle it on :attr:`queue`. Returns the outcome.
+        ``then``: the delivery handled next, for certain (see :meth:`decide`)."""
         queue = self.queue
-        decision = self.decide(delivery, extend=lambda: queue.extend(delivery, self.visibility))
+        decision = self.decide(
+            delivery, extend=lambda: queue.extend(delivery, self.visibility), then=then
+        )
         self._settle_on(queue, delivery, decision.verdict)
         return decision.outcome
 
@@ -418,8 +446,12 @@ class Worker:
     def poll(self, *, max_messages: int = 1, wait: float = 1.0) -> int:
         """Receive and handle up to ``max_messages``; returns how many were handled."""
         deliveries = self.queue.receive(max_messages, visibility=self.visibility, wait=wait)
-        for delivery in deliveries:
-            self.handle(delivery)
+        try:
+            for i, delivery in enumerate(deliveries):
+                self.handle(delivery, then=deliveries[i + 1] if i + 1 < len(deliveries) else None)
+        except BaseException:
+            self.engine.release_handed()  # the batch broke off: its next claim is not run
+            raise
         return len(deliveries)
 
     def serve(self, stop: threading.Event, *, wait: float = 1.0) -> None:

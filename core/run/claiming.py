@@ -20,6 +20,8 @@ not (duplicate, in progress, overlap policy, payload mismatch, contention).
   run goes ahead as the same attempt); else the records are judged as usual. Without this, a
   landed claim would hold the window "in progress" until its lease ran out, a lease TTL late.
   When every round's outcome stays unknown, the last error is raised (the delivery is retried).
+* **Handed over** (:meth:`Claimer.handover`): the fast path's records for the next window of a
+  job whose lock the caller holds, made in the caller's completion commit (:mod:`.handover`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from ..model.records import (
     status_started,
 )
 from ..model.runs import RunRequest, RunState, fingerprint, format_window
+from .handover import Handover
 from .lease import Lease
 
 CLAIM_ROUNDS = 6
@@ -196,7 +199,7 @@ class Claimer:
                 # our owner token on it: a commit of ours whose reply was lost landed
                 adopted = self._landed(existing_run, lock_k, owner, ttl)
                 if adopted is not None:
-                    return self._started(job, request, adopted, log)
+                    return self.started(job, request, adopted, log)
                 # a finished window's duplicate is judged by its run record alone
                 settled = _settled_by_run(existing_run, request, redrive)
                 existing_lock = None if settled else self.store.get(lock_k)
@@ -242,7 +245,7 @@ class Claimer:
             lease = Lease(
                 self.store, self.clock, ttl, run_k, run, versions[0], lock_k, lock, versions[1]
             )
-            return self._started(job, request, Claim(lease, run), log)
+            return self.started(job, request, Claim(lease, run), log)
         if unknown is not None:
             raise unknown
         log.event(
@@ -252,6 +255,28 @@ class Claimer:
             reason="contention",
         )
         return Refusal(Refused.DEFERRED, delay=_backoff(job, 1), reason="contention")
+
+    def handover(self, job: Job, request: RunRequest, run_id: str, ttl: timedelta) -> Handover:
+        """The claim of ``request`` (a plain window of ``job``, whose lock the caller holds and
+        is about to release) as the records its fast path would create, to ride in the
+        caller's completion (:mod:`.handover`)."""
+        now = self.clock()
+        owner = f"{self.worker_id}:{secrets.token_hex(4)}"
+        run = self._fresh(job, request, run_id, owner, fingerprint(request.payload), now, ttl)
+        lock = LockRecord(
+            owner=owner,
+            run_id=run_id,
+            run_key=request.run_key,
+            window=request.slot_text,
+            reason=request.reason,
+            lease_expires=now + ttl,
+        )
+        status = Merge(
+            status_key_of(job.name),
+            status_started(job.name, run, now, _due(job, run, now)),
+            self._opened(recorded=1),
+        )
+        return Handover(request, run_key_of(job.name, request.slot_text), run, lock, status)
 
     def _landed(
         self, stored_run: Record | None, lock_k: Key, owner: str, ttl: timedelta
@@ -278,7 +303,7 @@ class Claimer:
         )
         return Claim(lease, run)
 
-    def _started(self, job: Job, request: RunRequest, claim: Claim, log: RunLogger) -> Claim:
+    def started(self, job: Job, request: RunRequest, claim: Claim, log: RunLogger) -> Claim:
         """``claim``, logged as started."""
         run = claim.run
         log.extra["attempt"] = run.attempt  # type: ignore[index]

@@ -8,7 +8,9 @@ included (:mod:`cronwarden.run.lease`), and the run's ledger (:mod:`cronwarden.r
 
 Round trips on the happy path: one commit to claim (create run record + create lock + status
 "running"), one commit to complete (run succeeded + delete lock + status), plus one per lease
-renewal and one per ledger batch. Only the contended and failure paths read.
+renewal and one per ledger batch. Only the contended and failure paths read. A worker running a
+batch of one job's windows passes the next one as ``then``: each completion then claims the next
+window in the same commit (:mod:`.handover`), one commit per run.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from ..model.text import storable
 from .baseline import baseline_fields
 from .claiming import Claim, Claimer, Refusal
 from .context import RunContext, RunInfo
+from .handover import Handover
 from .lease import Clock, Lease, LeaseKeeper
 from .ledger import WORST_ITEM_BYTES, Ledger, Uncertain
 
@@ -107,6 +110,8 @@ class Engine:
         self._shutdown = threading.Event()
         self._active: set[Lease] = set()
         self._active_guard = threading.Lock()
+        #: per thread: the request a completion claimed (:mod:`.handover`) and its claim
+        self._handed: dict[int, tuple[RunRequest, Claim]] = {}
         self.claimer = Claimer(
             store,
             worker_id=self.worker_id,
@@ -141,8 +146,16 @@ class Engine:
         redrive: int = 0,
         on_renew: Callable[[], None] | None = None,
         after: datetime | None = None,
+        then: RunRequest | None = None,
     ) -> Outcome:
         """Run ``request`` once under the protocol; never raises for handler errors.
+
+        ``then``: the request the caller executes next on this thread (the next delivery of
+        its batch; none redriven or ordered after another window). When it is a plain window of
+        the same job, this run's completion claims it in the same commit (one commit per run
+        instead of two: :mod:`.handover`), and the next ``execute(then)`` on this thread runs
+        that claim. A caller that passes ``then`` must execute it next: a claim never executed
+        holds its window until its lease runs out, as a worker killed after a claim would.
 
         Raises :class:`~cronwarden.model.errors.UnknownJob` for a job this engine does not know and
         lets store outages propagate (the delivery should then be retried by the caller).
@@ -160,7 +173,8 @@ class Engine:
                 f"window {format_window(request.window)} is not a window of {job.name} "
                 f"({job.schedule.cron})"
             )
-        run_id = new_run_id(self.now())
+        handed = self._handed_to(request)
+        run_id = handed.run.run_id if handed is not None else new_run_id(self.now())
         log = RunLogger(
             get_logger("run"),
             {
@@ -171,6 +185,10 @@ class Engine:
                 "worker": self.worker_id,
             },
         )
+        if handed is not None:  # claimed by the previous run's completion
+            return self._run(
+                job, request, self.claimer.started(job, request, handed, log), log, on_renew, then
+            )
         if job.after:  # a dependent job runs once every upstream succeeded in the window
             from .dependencies import gate
 
@@ -202,7 +220,68 @@ class Engine:
             )
         if isinstance(claimed, Outcome):
             return claimed
-        return self._run(job, request, claimed, log, on_renew)
+        return self._run(job, request, claimed, log, on_renew, then)
+
+    def _handed_to(self, request: RunRequest) -> Claim | None:
+        """The claim the previous run on this thread made for ``request`` (:mod:`.handover`),
+        taken; None when there is none. One made for another request is dropped with a
+        warning: its window runs when its delivery comes again, after its lease runs out."""
+        if not self._handed:  # the common case, without the lock
+            return None
+        with self._active_guard:
+            entry = self._handed.pop(threading.get_ident(), None)
+        if entry is None:
+            return None
+        then, claim = entry
+        if (then.run_key, then.reason, then.payload) == (
+            request.run_key,
+            request.reason,
+            request.payload,
+        ):
+            return claim
+        self._give_back(then, claim, f"{request.run_key} was executed instead")
+        return None
+
+    def release_handed(self) -> None:
+        """Give back the claim this thread's last completion made for the next request
+        (:mod:`.handover`), if any: for a caller that will not execute that request after
+        all (its batch broke off). The lock is released at once and the window's next
+        delivery takes the run over."""
+        if not self._handed:
+            return
+        with self._active_guard:
+            entry = self._handed.pop(threading.get_ident(), None)
+        if entry is not None:
+            self._give_back(entry[0], entry[1], "its worker stopped before running it")
+
+    def _give_back(self, then: RunRequest, claim: Claim, why: str) -> None:
+        released = claim.lease.give_back()
+        self._log.warning(
+            "%s: claimed by the previous run's completion, but %s; %s",
+            then.run_key,
+            why,
+            "given back: its next delivery runs it"
+            if released
+            else "it runs when its delivery comes again, after its lease runs out",
+            extra={"event": "run.handover_released", "run_key": then.run_key},
+        )
+
+    def _handover(self, job: Job, request: RunRequest, then: RunRequest | None) -> Handover | None:
+        """The claim of ``then`` to make in ``request``'s completion, when it can ride there: a
+        plain scheduled window of the same job (no dependency gate, not this window), and the
+        engine is not shutting down."""
+        if (
+            then is None
+            or then.job != job.name
+            or then.slot is not None
+            or request.slot is not None
+            or job.after
+            or then.run_key == request.run_key
+            or self._shutdown.is_set()
+            or job.schedule.floor(then.window) != then.window
+        ):
+            return None
+        return self.claimer.handover(job, then, new_run_id(self.now()), self.lease_ttl(job))
 
     # -- the three parts, public for tests and tools -----------------------------------------
     def claim(
@@ -271,6 +350,7 @@ class Engine:
         claim: Claim,
         log: RunLogger,
         on_renew: Callable[[], None] | None,
+        then: RunRequest | None = None,
     ) -> Outcome:
         lease, run = claim.lease, claim.run
         info = RunInfo(
@@ -326,7 +406,8 @@ class Engine:
             )
         try:
             if error is None:
-                return self._complete(job, request, ctx, ledger, lease, duration_ms, log)
+                handover = self._handover(job, request, then)
+                return self._complete(job, request, ctx, ledger, lease, duration_ms, log, handover)
             if isinstance(error, LeaseLost) or lease.lost:
                 log.event(
                     logging.ERROR,
@@ -359,6 +440,7 @@ class Engine:
         lease: Lease,
         duration_ms: int,
         log: RunLogger,
+        handover: Handover | None = None,
     ) -> Outcome:
         now = self.now()
         run = lease.run.with_(
@@ -400,7 +482,7 @@ class Engine:
         # completion events of dependents ride in this commit (the outbox: no round trip)
         outbox = self._outbox(job, request, now)
         try:
-            recorded = self._record(job, request, lease, run, status, ledger, log, outbox)
+            recorded = self._record(job, request, lease, run, status, ledger, log, outbox, handover)
         except ContentRefused as exc:
             return self._refused(job, request, ctx, lease, exc, duration_ms, log)
         if not recorded:
@@ -666,13 +748,15 @@ class Engine:
         ledger: Ledger,
         log: RunLogger,
         extra: Sequence[Op] = (),
+        handover: Handover | None = None,
     ) -> bool:
         """Record the run's result through the lease (run record, lock release, status, the
         ledger's last marks, then ``extra``: the outbox, last so that it is always in the final
-        commit); False when the run was taken over first (nothing recorded)."""
+        commit); False when the run was taken over first (nothing recorded). ``handover``:
+        the next window's claim, kept for this thread's next ``execute`` when it rode along."""
         sent = ledger.final()
         try:
-            lease.finish(run, status, [*sent.ops, *extra])
+            handed = lease.finish(run, status, [*sent.ops, *extra], handover)
         except LeaseLost:
             log.event(
                 logging.ERROR,
@@ -683,4 +767,10 @@ class Engine:
             )
             return False
         ledger.acknowledge(sent)
+        if handed is not None and handover is not None:
+            with self._active_guard:
+                self._handed[threading.get_ident()] = (
+                    handover.request,
+                    Claim(handed, handover.run),
+                )
         return True

@@ -54,14 +54,16 @@ from ..model.errors import (
     Cancelled,
     CommitConflict,
     CommitOutcomeUnknown,
+    ContentRefused,
     LeaseLost,
     RunInterrupted,
     StoreUnavailable,
 )
 from ..model.logs import get_logger
-from ..model.ports import Delete, Key, Merge, Op, Store, Update, Version
+from ..model.ports import Create, Delete, Key, Merge, Op, Store, Update, Version
 from ..model.records import LockRecord, RunRecord, iso, parse_iso
 from ..model.redaction import redact
+from .handover import Handover, compose
 from .renewal import Ticket, scheduler
 
 #: how often one write adopts a lock rewritten under it by a pause or resume before it gives up
@@ -268,11 +270,22 @@ class Lease:
         self.write()
         self.renewals += 1
 
-    def finish(self, run: RunRecord, status: Merge, marks: Sequence[Op] = ()) -> None:
+    def finish(
+        self,
+        run: RunRecord,
+        status: Merge,
+        marks: Sequence[Op] = (),
+        handover: Handover | None = None,
+    ) -> Lease | None:
         """The last fenced commit: ``run`` (its result) replaces the run record, the lock is
         released, ``status`` is merged and ``marks`` (the ledger's last marks) are written,
         atomically. Marks that do not fit in one commit with the rest go first, in fenced
         writes of their own.
+
+        ``handover``: the claim of the next window of the same job, made in the same commit
+        when it can be (:mod:`.handover`): the lock passes to it instead of being released.
+        Returns that run's lease when it did; None when the completion was made alone (the
+        next window is then claimed as usual).
 
         Raises LeaseLost (nothing of the result recorded) when the run was taken over.
         """
@@ -284,6 +297,10 @@ class Lease:
                 self.write(chunk)
             if self.lost:
                 raise self._interruption  # type: ignore[misc]
+            if handover is not None:
+                done, handed = self._hand_over(run, status, pending, handover)
+                if done:
+                    return handed
             for _ in range(_LOCK_ADOPTIONS + 1):
                 write_id = new_write_id()
                 run = run.with_(write_id=write_id)
@@ -307,6 +324,109 @@ class Lease:
             else:
                 raise self._taken_over("before it could finish")
             self.run, self.run_version = run, versions[0]
+            return None
+
+    def _hand_over(
+        self, run: RunRecord, status: Merge, pending: list[Op], handover: Handover
+    ) -> tuple[bool, Lease | None]:
+        """The completion and the next window's claim in one commit (see :mod:`.handover`):
+        ``(True, its lease)`` when it landed; ``(False, None)`` when nothing of it did (the
+        caller completes alone). Never retried: any doubt falls back to the usual path."""
+        status_both = compose(status, handover.status)
+        if (
+            status_both is None
+            or self._unsettled  # an earlier write's outcome is unknown: the careful path
+            or self.lock.pause is not None  # the lock is handed to its pause, not a run
+            or len(pending) + 4 > self.store.max_commit_ops
+        ):
+            return False, None
+        write_id = new_write_id()
+        run = run.with_(write_id=write_id)
+        ops: list[Op] = [
+            Update(self.run_key, run.to_data(), self.run_version),
+            Update(self.lock_key, handover.lock.to_data(), self.lock_version),
+            status_both,
+            *pending,
+            Create(handover.run_key, handover.run.to_data()),
+        ]
+        try:
+            versions: list[Version] = self.store.commit(ops)
+        except CommitOutcomeUnknown:  # (a StoreUnavailable: caught first)
+            try:
+                landed = self._handed_back(write_id, handover)
+            except StoreUnavailable:
+                landed = None
+            if landed is None:
+                # not landed as far as we can tell; should it land after all, the usual
+                # path's refused write finds it by its write id and finishes on top of it
+                self._unsettled.append(_Unsettled(write_id, run, handover.lock, None))
+                return False, None
+            versions = landed
+        except (CommitConflict, StoreUnavailable, ContentRefused, ValueError, TypeError):
+            # refused (the next run's payload included) or not applied: nothing of it landed
+            return False, None
+        self.run, self.run_version = run, versions[0]
+        self.last_write = self.clock()
+        if versions[1] is None or versions[-1] is None:  # landed, the next run taken since
+            return True, None
+        return True, Lease(
+            self.store,
+            self.clock,
+            self.ttl,
+            handover.run_key,
+            handover.run,
+            versions[-1],
+            self.lock_key,
+            handover.lock,
+            versions[1],
+        )
+
+    def _handed_back(self, write_id: str, handover: Handover) -> list[Version] | None:
+        """After a hand-over commit of unknown outcome: its versions (run, lock, ..., next run)
+        when it landed, the lock's and next run's ``None`` when they no longer name the next
+        owner; ``None`` when it did not land (this run's record lacks its write id)."""
+        stored = self.store.get(self.run_key)
+        if stored is None or stored.data.get("write_id") != write_id:
+            return None
+        lock, following = self.store.get(self.lock_key), self.store.get(handover.run_key)
+        owner = handover.lock.owner
+        ours = (
+            lock is not None
+            and following is not None
+            and lock.data.get("owner") == owner
+            and following.data.get("owner") == owner
+        )
+        return [
+            stored.version,
+            lock.version if ours and lock is not None else None,
+            following.version if ours and following is not None else None,
+        ]
+
+    def give_back(self) -> bool:
+        """Release a claim whose handler never ran (a handed claim its worker did not execute,
+        :mod:`.handover`): the lock is deleted and the run record's lease ends now, so other
+        windows of the job are not held back and the window's next delivery takes the run over
+        at once. True when that landed; False (logged) when the store refused or failed it:
+        the lease then runs out as a killed worker's would."""
+        with self.mutex:
+            run = self.run.with_(lease_expires=self.clock(), write_id=new_write_id())
+            try:
+                self.store.commit(
+                    [
+                        Update(self.run_key, run.to_data(), self.run_version),
+                        Delete(self.lock_key, self.lock_version),
+                    ]
+                )
+            except Exception as exc:  # best effort: the lease runs out by itself
+                _log.warning(
+                    "%s: could not give back an unstarted claim (%s); its lease runs out",
+                    self.run.run_key,
+                    redact(str(exc))[:300],
+                    extra={"event": "lease.give_back_failed", "run_key": self.run.run_key},
+                )
+                return False
+            self.interrupt(LeaseLost(f"{self.run.run_key}: claim given back before it ran"))
+            return True
 
     def _release(self) -> Op:
         """The lock's last op: deleted, or handed to the pause it carries (still in force)."""

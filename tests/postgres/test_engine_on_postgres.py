@@ -106,3 +106,32 @@ def test_two_hosts_racing_on_one_window_run_it_once(
         o in (OutcomeKind.SUCCEEDED, OutcomeKind.IN_PROGRESS, OutcomeKind.DUPLICATE)
         for o in outcomes
     )
+
+
+def test_a_batch_of_one_jobs_windows_is_one_statement_per_run(
+    make_store: Callable[..., PostgresStore], make_queue: Callable[..., PostgresQueue]
+) -> None:
+    """Each completion claims the next window of the batch in its own statement (the lock
+    handed over), so 5 windows cost 6 store statements, not 10; every window ran once."""
+    from datetime import timedelta
+
+    calls: list[str] = []
+    jobs = _jobs(calls)
+    store, queue = make_store(), make_queue()
+    engine = Engine(jobs, store)
+    trigger, worker = Trigger(jobs, queue, store), Worker(engine, queue)
+    store.get(Key(STATUS, "ok"))
+    windows = [W + timedelta(hours=i) for i in range(5)]
+    for window in windows:
+        trigger.tick("ok", window)
+    before = store.db.statements
+    assert worker.poll(max_messages=10, wait=10) == 5
+    assert store.db.statements - before == 6
+    assert calls == [f"ok:{w:%Y-%m-%dT%H:%M}Z" for w in windows]
+    for window in windows:
+        run = store.get(Key(RUN, "ok", f"{window:%Y-%m-%dT%H:%M}Z"))
+        assert run is not None and (run.data["state"], run.data["attempt"]) == ("succeeded", 1)
+    assert store.get(Key("lock", "ok")) is None
+    status = store.get(Key(STATUS, "ok"))
+    assert status is not None and status.data["windows_open"] == 0
+    assert status.data["windows_recorded"] == 5
