@@ -154,8 +154,9 @@ class Engine:
         its batch; none redriven or ordered after another window). When it is a plain window of
         the same job, this run's completion claims it in the same commit (one commit per run
         instead of two: :mod:`.handover`), and the next ``execute(then)`` on this thread runs
-        that claim. A caller that passes ``then`` must execute it next: a claim never executed
-        holds its window until its lease runs out, as a worker killed after a claim would.
+        that claim. A caller that passes ``then`` executes it next, or calls
+        :meth:`release_handed` (executing another request first gives it back too): the lock
+        is released and the window's next delivery takes the run over.
 
         Raises :class:`~cronwarden.model.errors.UnknownJob` for a job this engine does not know and
         lets store outages propagate (the delivery should then be retried by the caller).
@@ -224,8 +225,8 @@ class Engine:
 
     def _handed_to(self, request: RunRequest) -> Claim | None:
         """The claim the previous run on this thread made for ``request`` (:mod:`.handover`),
-        taken; None when there is none. One made for another request is dropped with a
-        warning: its window runs when its delivery comes again, after its lease runs out."""
+        taken; None when there is none. One made for another request is given back (logged
+        as ``run.handover_released``): its window runs when its delivery comes again."""
         if not self._handed:  # the common case, without the lock
             return None
         with self._active_guard:
