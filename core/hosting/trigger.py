@@ -454,11 +454,13 @@ class Worker:
             raise
         return len(deliveries)
 
-    def serve(self, stop: threading.Event, *, wait: float = 1.0) -> None:
-        """Handle deliveries until ``stop`` is set."""
+    def serve(self, stop: threading.Event, *, wait: float = 1.0, max_messages: int = 1) -> None:
+        """Handle deliveries until ``stop`` is set, up to ``max_messages`` per receive (more
+        than one: a batch of one job's windows costs one commit per run, see
+        :meth:`Engine.execute`'s ``then``; the batch's later deliveries wait their turn)."""
         while not stop.is_set():
             try:
-                self.poll(wait=wait)
+                self.poll(max_messages=max_messages, wait=wait)
             except Exception as exc:  # broker hiccup: log, back off, keep serving
                 wlog.error(
                     "receive failed: %s",

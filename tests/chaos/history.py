@@ -109,6 +109,7 @@ def _describe(ops: Sequence[Op], pages: dict[Key, list[str]] | None = None) -> d
     pages = {} if pages is None else pages
     kinds = [f"{type(op).__name__}:{op.key.kind}:{op.key.id}" for op in ops]
     run: dict[str, Any] = {}
+    runs: list[dict[str, Any]] = []  #: two in a completion that claimed the next window
     items: list[list[str]] = []
     for op in ops:
         if op.key.kind == RUN and isinstance(op, Create | Update):
@@ -122,6 +123,7 @@ def _describe(ops: Sequence[Op], pages: dict[Key, list[str]] | None = None) -> d
                 "lease_expires": expires.timestamp() if expires else None,
                 "started_at": data.get("started_at"),
             }
+            runs.append(run)
         elif op.key.kind == ITEM and isinstance(op, Merge):
             window, _, item = op.key.id.partition("/")
             run_key = f"{op.key.job}:{window}"
@@ -150,7 +152,23 @@ def _describe(ops: Sequence[Op], pages: dict[Key, list[str]] | None = None) -> d
                     for k, c in zip(keys, states, strict=False)
                     if c in ("d", "r")
                 ]
-    return {"ops": kinds, "run": run, "items": items}
+    return {"ops": kinds, "run": run, "runs": runs, "items": items}
+
+
+def _per_run(described: dict[str, Any]) -> list[dict[str, Any]]:
+    """One history row per run record a commit wrote, each with its own items: a completion
+    that claimed the next window (:mod:`cronwarden.run.handover`) is that run's completion and
+    the next run's claim."""
+    if len(described["runs"]) <= 1:
+        return [described]
+    return [
+        {
+            **described,
+            "run": run,
+            "items": [i for i in described["items"] if i[0] == run["run_key"]],
+        }
+        for run in described["runs"]
+    ]
 
 
 class RecordingStore(Store):
@@ -221,7 +239,9 @@ class RecordingStore(Store):
             status, error = "error", f"{type(exc).__name__}"
             raise
         finally:
-            self._append(status, t_before, time.time(), described, error)
+            t_after = time.time()
+            for part in _per_run(described):
+                self._append(status, t_before, t_after, part, error)
         return versions
 
     def _append(

@@ -37,6 +37,7 @@ ORDER = {
         [
             "duplicate-delivery storm",
             "SIGKILL mid-run",
+            "SIGKILL after a lock hand-over",
             "paused owner (SIGSTOP)",
             "poison job + redrive",
             "store outage",
@@ -213,6 +214,56 @@ def test_sigkill_mid_run(stack: Stack, tmp_path: Path, results: list[Any]) -> No
         "runtime + 0.5 s margin; detection = kill → the next owner's claim accepted",
     )
     assert_clean(verdicts)
+
+
+# -- 2b. SIGKILL after a lock hand-over ---------------------------------------------------------
+HANDOVER_WINDOWS = 4
+
+
+def _handover_kill(trial: Trial) -> Verdict:
+    """A worker taking a batch of windows dies right after a completion that claimed the next
+    window in the same commit: that window's lease runs out and another worker runs it."""
+    token = trial.tmp / "token"
+    token.touch()
+    env = {
+        "CW_CHAOS_CRASH": "after_handover",
+        "CW_CHAOS_TOKEN": str(token),
+        "CW_CHAOS_RUNTIME": "3s",
+        "CW_CHAOS_BATCH": "10",
+    }
+    requests = [
+        RunRequest("chaos-fanout", W0 + timedelta(minutes=i), payload={"items": 3, "delay": 0.01})
+        for i in range(HANDOVER_WINDOWS)
+    ]
+    for request in requests:  # queued before the worker starts: its first receive takes all
+        trial.publish(request)
+    trial.start_workers(1, **env)
+    poll(lambda: _crash_time(token), deadline=60, what="crash after a hand-over")
+    trial.start_worker(**{k: v for k, v in env.items() if k != "CW_CHAOS_CRASH"})
+    trial.wait_terminal([r.run_key for r in requests], deadline=120)
+    handed = requests[1].run_key  # claimed by the first window's completion, never run there
+    assert len(trial.takeover_times(handed)) >= 2, "the handed claim was not taken over"
+    return trial.verdict(Expect({r.run_key: items(3) for r in requests}))
+
+
+def test_sigkill_after_a_lock_handover(stack: Stack, tmp_path: Path, results: list[Any]) -> None:
+    """Each completion of a batch claims the next window in its commit; a worker SIGKILLed
+    right after such a commit leaves a claimed window that nobody runs until its lease runs
+    out. Nothing may be lost or run twice, and the batch's other windows still run."""
+    trial = Trial(stack, tmp_path / "t0", margin=0.5)
+    try:
+        verdict = _handover_kill(trial)
+    finally:
+        trial.close()
+    record(
+        results,
+        "SIGKILL after a lock hand-over",
+        stack,
+        [verdict],
+        notes=f"{HANDOVER_WINDOWS} windows in one receive of 10; killed right after the first "
+        "completion that claimed the next window; a second worker takes it over",
+    )
+    assert_clean([verdict])
 
 
 # -- 3. paused owner ---------------------------------------------------------------------------

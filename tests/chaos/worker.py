@@ -7,8 +7,9 @@ Environment: ``CW_CHAOS_SKEW`` (seconds added to the engine's clock), ``CW_CHAOS
 margin, seconds; default 60, the engine's default), ``CW_CHAOS_CRASH`` (``before_claim`` here;
 the item points in ``jobs.py``), ``CW_CHAOS_LEDGER_FAULT`` (``unavailable`` / ``unknown``: the
 ledger's batch commits fail that way ``CW_CHAOS_FAULT_TIMES`` times, see :func:`ledger_faults`),
-``CW_CHAOS_STORE_RETRY`` (the engine's ``store_retry_for``). Stops on SIGTERM. JSON log lines go
-to stderr.
+``CW_CHAOS_STORE_RETRY`` (the engine's ``store_retry_for``), ``CW_CHAOS_BATCH`` (deliveries per
+receive, default 1; ``after_handover`` is a crash point of batches). Stops on SIGTERM. JSON
+log lines go to stderr.
 """
 
 from __future__ import annotations
@@ -75,6 +76,10 @@ def main() -> None:
             for op in ops
         ):
             jobs.crash("after_dead_letter")
+        # CW_CHAOS_CRASH=after_handover: die right after a completion that claimed the next
+        # window of the batch (two run records in one commit), before that run starts
+        if sum(1 for op in ops if op.key.kind == RUN) == 2:
+            jobs.crash("after_handover")
         return versions
 
     store.commit = commit_then_maybe_crash  # type: ignore[method-assign]
@@ -101,7 +106,7 @@ def main() -> None:
     print(json.dumps({"event": "chaos.worker.ready", "pid": os.getpid()}), file=sys.stderr)
     sys.stderr.flush()
     try:
-        worker.serve(stop, wait=0.2)
+        worker.serve(stop, wait=0.2, max_messages=int(os.environ.get("CW_CHAOS_BATCH", "1")))
     finally:
         queue.close()
         store.close()
