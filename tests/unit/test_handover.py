@@ -229,3 +229,34 @@ def test_compose_leaves_what_the_two_merges_leave(
         return
     check_merge(both)
     assert apply_merge(base, both) == apply_merge(apply_merge(base, first), then)
+
+
+def test_a_drain_stopped_mid_batch_still_runs_the_window_it_claimed(tmp_path: Any) -> None:
+    """``run --once``'s loop: a stop while a run executes gives the batch's later deliveries
+    back, except the one whose claim that run's completion made: it runs."""
+    from cronwarden.adapters.local import LocalProvider
+    from cronwarden.hosting.runtime import LocalRunner
+
+    calls: list[str] = []
+    box: dict[str, LocalRunner] = {}
+
+    def handler(ctx: RunContext) -> None:
+        calls.append(ctx.run_key)
+        box["runner"].stop_event.set()  # stopping while the first run executes
+
+    jobs = JobSet([cronwarden.job(JOB, cron="0 * * * *", max_runtime="5m")(handler)])
+    provider = LocalProvider(str(tmp_path / "state.db"))
+    runner = box["runner"] = LocalRunner(jobs, provider, workers=1)
+    try:
+        windows = _windows(3)
+        for window in windows:
+            runner.trigger.tick(JOB, window)
+        assert runner.drain(idle=0.2) == 2
+        assert [c[-6:] for c in calls] == [f"{w:%H:%M}Z" for w in windows[:2]]
+        store = runner.store
+        assert store.get(Key(LOCK, JOB)) is None
+        assert _state(store, windows[1])["state"] == "succeeded"
+        assert store.get(Key(RUN, JOB, f"{windows[2]:%Y-%m-%dT%H:%M}Z")) is None
+        assert runner.queue.receive(10, visibility=5.0)  # the third, given back
+    finally:
+        provider.close()
