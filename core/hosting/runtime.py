@@ -139,7 +139,7 @@ class LocalRunner:
                 try:
                     outcome = worker.handle(delivery, then=following if promised else None)
                 except BaseException:
-                    self.engine.release_handed()  # the batch broke off: its next claim is not run
+                    worker.release(following if promised else None)  # the batch broke off
                     raise
                 handled += 1
                 if outcomes is not None:

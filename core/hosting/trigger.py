@@ -269,6 +269,8 @@ class Worker:
         self.in_progress_retries = in_progress_retries
         self.visibility = lease_visibility(engine)
         self._publisher = publisher if publisher is not None else queue
+        #: the next delivery of a batch and its request, parsed when it was passed as ``then``
+        self._parsed_next: tuple[Delivery | None, RunRequest | None] = (None, None)
 
     @property
     def queue(self) -> Queue:
@@ -292,7 +294,8 @@ class Worker:
             answer_probe(self.engine.store, token, self.engine.worker_id, self.engine.now())
             return Decision(Verdict.ack("probe"))
         try:
-            request = self._request(delivery)
+            seen, parsed = self._parsed_next
+            request = parsed if seen is delivery and parsed is not None else self._request(delivery)
         except MalformedRunRequest as exc:
             return Decision(self._reject(delivery, "MalformedRequest", str(exc)))
         try:
@@ -359,9 +362,11 @@ class Worker:
         ):
             return None
         try:
-            return self._request(delivery)
+            request = self._request(delivery)
         except (MalformedRunRequest, ValueError):
             return None
+        self._parsed_next = (delivery, request)  # decided next: parsed once
+        return request
 
     def _completed(self, request: RunRequest) -> None:
         """After a success of a job with dependents: publish their run requests (the outbox
@@ -446,13 +451,33 @@ class Worker:
     def poll(self, *, max_messages: int = 1, wait: float = 1.0) -> int:
         """Receive and handle up to ``max_messages``; returns how many were handled."""
         deliveries = self.queue.receive(max_messages, visibility=self.visibility, wait=wait)
+        following: Delivery | None = None
         try:
             for i, delivery in enumerate(deliveries):
-                self.handle(delivery, then=deliveries[i + 1] if i + 1 < len(deliveries) else None)
+                following = deliveries[i + 1] if i + 1 < len(deliveries) else None
+                self.handle(delivery, then=following)
         except BaseException:
-            self.engine.release_handed()  # the batch broke off: its next claim is not run
+            self.release(following)
             raise
         return len(deliveries)
+
+    def release(self, following: Delivery | None) -> None:
+        """After a batch broke off: give back the claim the last completion made for
+        ``following`` (the delivery that was to be handled next), and make that delivery
+        visible again at once, so its window runs now rather than a visibility timeout later
+        (best effort: it comes back when its visibility runs out anyway)."""
+        if self.engine.release_handed() is None or following is None or self._queue is None:
+            return
+        try:
+            self._queue.retry(following, 0.0)
+        except Exception as exc:
+            wlog.warning(
+                "could not hand %s back to the queue: %s; it comes back when its visibility "
+                "runs out",
+                following.message_id,
+                redact(str(exc))[:300],
+                extra={"event": "worker.release_failed", "message_id": following.message_id},
+            )
 
     def serve(self, stop: threading.Event, *, wait: float = 1.0, max_messages: int = 1) -> None:
         """Handle deliveries until ``stop`` is set, up to ``max_messages`` per receive (more

@@ -243,17 +243,19 @@ class Engine:
         self._give_back(then, claim, f"{request.run_key} was executed instead")
         return None
 
-    def release_handed(self) -> None:
+    def release_handed(self) -> RunRequest | None:
         """Give back the claim this thread's last completion made for the next request
         (:mod:`.handover`), if any: for a caller that will not execute that request after
         all (its batch broke off). The lock is released at once and the window's next
-        delivery takes the run over."""
+        delivery takes the run over. Returns the request whose claim was given back."""
         if not self._handed:
-            return
+            return None
         with self._active_guard:
             entry = self._handed.pop(threading.get_ident(), None)
-        if entry is not None:
-            self._give_back(entry[0], entry[1], "its worker stopped before running it")
+        if entry is None:
+            return None
+        self._give_back(entry[0], entry[1], "its worker stopped before running it")
+        return entry[0]
 
     def _give_back(self, then: RunRequest, claim: Claim, why: str) -> None:
         released = claim.lease.give_back()

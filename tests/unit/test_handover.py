@@ -195,6 +195,8 @@ def test_a_batch_that_breaks_off_gives_its_handed_claim_back() -> None:
     assert store.get(Key(LOCK, JOB)) is None  # given back: other windows are not held back
     run = _state(store, second)
     assert run["state"] == "running"
+    (again,) = queue.receive(10, visibility=5.0)  # its delivery is visible again at once
+    assert RunRequest.from_json(again.body).run_key == f"{JOB}:{second:%Y-%m-%dT%H:%M}Z"
     assert engine.execute(RunRequest(JOB, second)).kind is OutcomeKind.SUCCEEDED  # at once
     assert _state(store, second)["attempt"] == 2 and len(calls) == 2
 
