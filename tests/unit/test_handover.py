@@ -124,38 +124,38 @@ def test_a_failed_run_hands_nothing_over() -> None:
     assert store.get(Key(LOCK, JOB)) is None
 
 
-@pytest.mark.parametrize("outcome", [UNAVAILABLE, UNKNOWN])
-def test_a_combined_commit_not_applied_falls_back_to_the_usual_two(outcome: str) -> None:
-    store = FaultyStore(MemoryStore(), [Fault(outcome, match=lambda op, ops: _handovers(ops))])
+def _three_windows_with(fault: Fault) -> tuple[FaultyStore, list[str]]:
+    """Three windows of the job in one poll, ``fault`` injected on the combined commit."""
+    store = FaultyStore(MemoryStore(), [fault])
     calls: list[str] = []
     _engine, trigger, worker = _setup(store, calls)
-    windows = _windows(3)
-    for window in windows:
+    for window in _windows(3):
         trigger.tick(JOB, window)
     assert worker.poll(max_messages=10, wait=0) == 3
-    assert store.injected == [("commit", outcome, False)]
-    assert len(calls) == 3
-    for window in windows:
-        assert _state(store, window)["state"] == "succeeded"
-        assert _state(store, window)["attempt"] == 1
-    assert store.get(Key(LOCK, JOB)) is None
+    return store, calls
 
 
-def test_a_combined_commit_whose_answer_was_lost_is_read_back_and_used() -> None:
-    plan = [Fault(UNKNOWN, after=True, match=lambda op, ops: _handovers(ops))]
-    store = FaultyStore(MemoryStore(), plan)
-    calls: list[str] = []
-    _engine, trigger, worker = _setup(store, calls)
-    windows = _windows(3)
-    for window in windows:
-        trigger.tick(JOB, window)
-    assert worker.poll(max_messages=10, wait=0) == 3
-    assert store.injected == [("commit", UNKNOWN, True)]
-    assert len(calls) == 3  # nothing ran twice
-    for window in windows:
+def _all_succeeded_once(store: FaultyStore) -> None:
+    for window in _windows(3):
         run = _state(store, window)
         assert (run["state"], run["attempt"]) == ("succeeded", 1)
     assert store.get(Key(LOCK, JOB)) is None
+
+
+@pytest.mark.parametrize("outcome", [UNAVAILABLE, UNKNOWN])
+def test_a_combined_commit_not_applied_falls_back_to_the_usual_two(outcome: str) -> None:
+    store, calls = _three_windows_with(Fault(outcome, match=lambda op, ops: _handovers(ops)))
+    assert store.injected == [("commit", outcome, False)]
+    assert len(calls) == 3
+    _all_succeeded_once(store)
+
+
+def test_a_combined_commit_whose_answer_was_lost_is_read_back_and_used() -> None:
+    fault = Fault(UNKNOWN, after=True, match=lambda op, ops: _handovers(ops))
+    store, calls = _three_windows_with(fault)
+    assert store.injected == [("commit", UNKNOWN, True)]
+    assert len(calls) == 3  # nothing ran twice
+    _all_succeeded_once(store)
 
 
 def test_a_handed_claim_not_executed_is_given_back_and_its_window_runs_once() -> None:
