@@ -227,10 +227,7 @@ class Engine:
         """The claim the previous run on this thread made for ``request`` (:mod:`.handover`),
         taken; None when there is none. One made for another request is given back (logged
         as ``run.handover_released``): its window runs when its delivery comes again."""
-        if not self._handed:  # the common case, without the lock
-            return None
-        with self._active_guard:
-            entry = self._handed.pop(threading.get_ident(), None)
+        entry = self._take_handed()
         if entry is None:
             return None
         then, claim = entry
@@ -248,14 +245,18 @@ class Engine:
         (:mod:`.handover`), if any: for a caller that will not execute that request after
         all (its batch broke off). The lock is released at once and the window's next
         delivery takes the run over. Returns the request whose claim was given back."""
-        if not self._handed:
-            return None
-        with self._active_guard:
-            entry = self._handed.pop(threading.get_ident(), None)
+        entry = self._take_handed()
         if entry is None:
             return None
         self._give_back(entry[0], entry[1], "its worker stopped before running it")
         return entry[0]
+
+    def _take_handed(self) -> tuple[RunRequest, Claim] | None:
+        """This thread's handed claim and the request it is for, removed; None when none."""
+        if not self._handed:  # the common case, without the lock
+            return None
+        with self._active_guard:
+            return self._handed.pop(threading.get_ident(), None)
 
     def _give_back(self, then: RunRequest, claim: Claim, why: str) -> None:
         released = claim.lease.give_back()

@@ -6,13 +6,15 @@ dependency) writes its records into cronwarden's table (``key_attr="pk"``,
 
 (a) **per run**: a handler wrapped with Powertools' ``@idempotent`` (keyed on the event's
     window) against the same handler run by cronwarden's engine for the same window (claim,
-    run, completion), first delivery and a duplicate: time and DynamoDB calls per run;
+    run, completion), first delivery and a duplicate: time and DynamoDB calls per run, and
+    the CPU time this process spends per delivery (the library and its boto3 client, without
+    the emulator's server, another process: moto's cost is not DynamoDB's);
 (b) **per item**: ``@idempotent_function`` called once per item against one cronwarden run
     iterating ``ctx.items()`` over the same items: items/s and DynamoDB calls per item.
 
 DynamoDB calls are counted on the clients (a botocore ``before-call`` hook on Powertools'
 client; ``Store.round_trips`` for cronwarden's), not timed; ratios are Powertools / cronwarden
-for time and calls, cronwarden / Powertools for items/s.
+for time and calls, cronwarden / Powertools for CPU per delivery and items/s.
 """
 
 from __future__ import annotations
@@ -141,24 +143,25 @@ def measure(
         windows = list(range(1, runs + 1))
         context = _Context()
 
-        def cw_run(n: int) -> tuple[float, int]:
+        def cw_run(n: int) -> tuple[float, int, float]:
             before = store.round_trips
-            started = time.perf_counter()
+            cpu, started = time.process_time(), time.perf_counter()
             outcome = engine.execute(RunRequest(f"bench-pt-run-{n}", hour))
-            elapsed = time.perf_counter() - started
+            elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
             if outcome.kind not in (OutcomeKind.SUCCEEDED, OutcomeKind.DUPLICATE):
                 raise RuntimeError(f"cronwarden run: {outcome}")
-            return elapsed, store.round_trips - before
+            return elapsed, store.round_trips - before, cpu
 
-        def pt_run(n: int) -> tuple[float, int]:
+        def pt_run(n: int) -> tuple[float, int, float]:
             before = counted.calls
-            started = time.perf_counter()
+            cpu, started = time.process_time(), time.perf_counter()
             handler({"window": f"{hour.isoformat()}/{n}", "job": "bench-pt-run"}, context)
-            return time.perf_counter() - started, counted.calls - before
+            elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+            return elapsed, counted.calls - before, cpu
 
         pt_run(0)  # warm-up: clients, connections
         cw_run(0)
-        samples: dict[str, list[tuple[float, int]]] = {
+        samples: dict[str, list[tuple[float, int, float]]] = {
             f"{side}_{kind}_s": [] for side in ("powertools", "cronwarden") for kind in KINDS
         }
         for window in windows:  # interleaved: load drifts on a shared machine
@@ -171,8 +174,13 @@ def measure(
             pt = samples[f"powertools_{kind}_s"]
             cw = samples[f"cronwarden_{kind}_s"]
             per_run[kind] = {
-                "powertools_ms": summary([t * 1000 for t, _ in pt]),
-                "cronwarden_ms": summary([t * 1000 for t, _ in cw]),
+                "powertools_ms": summary([t * 1000 for t, _, _ in pt]),
+                "cronwarden_ms": summary([t * 1000 for t, _, _ in cw]),
+                # this process's CPU per delivery: the library and its SDK client, without the
+                # emulator's server (another process), whose cost is moto's, not DynamoDB's
+                "powertools_cpu_ms": summary([c * 1000 for _, _, c in pt]),
+                "cronwarden_cpu_ms": summary([c * 1000 for _, _, c in cw]),
+                "cpu_ratio": summary([b[2] / a[2] for a, b in zip(pt, cw, strict=True) if a[2]]),
                 "powertools_calls": pt[-1][1],
                 "cronwarden_calls": cw[-1][1],
                 "time_ratio": summary([a[0] / b[0] for a, b in zip(pt, cw, strict=True)]),
