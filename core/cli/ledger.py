@@ -60,20 +60,32 @@ def ledger() -> None:
     type=click.Choice(["quarantined", "pending", "done", "released", "all"]),
 )
 def ledger_list(provider: str, job_name: str, window: str | None, state: str) -> None:
-    """Ledger items of JOB_NAME (default: the quarantined ones, awaiting a resolution)."""
-    from ..run.quarantine import list_items
+    """Ledger items of JOB_NAME (default: the quarantined ones, awaiting a resolution).
 
+    Exit status 2 when the store holds no records of JOB_NAME (or no run of it for --window):
+    a mistyped name is not "nothing to resolve"."""
+    from ..run.quarantine import list_items, nothing_on_record, window_text
+
+    if window is not None:
+        try:
+            window = window_text(window)
+        except ValueError as exc:
+            raise _Fail(f"--window {window!r}: {exc}") from None
     prov = _provider(provider)
     try:
-        found = list_items(
-            prov.store(), job_name, window=window, state=None if state == "all" else state
-        )
+        store = prov.store()
+        found = list_items(store, job_name, window=window, state=None if state == "all" else state)
+        # nothing found for a name the store does not know is a typo, not "nothing to resolve"
+        missing = None if found else nothing_on_record(store, job_name, window)
     except CronwardenError as exc:
         raise _Fail(str(exc)) from None
     finally:
         prov.close()
+    if missing is not None:
+        raise _Fail(missing)
     if not found:
-        click.echo(f"no {'' if state == 'all' else state + ' '}items for {job_name}")
+        where = f" in window {window}" if window is not None else ""
+        click.echo(f"no {'' if state == 'all' else state + ' '}items for {job_name}{where}")
         return
     for entry in found:
         line = f"{entry.window}  {entry.item.key}  {entry.item.state}  run {entry.item.run_id}"

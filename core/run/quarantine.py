@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from ..model.errors import CommitConflict, CronwardenError
-from ..model.ports import Create, Op, Store, Update
+from ..model.ports import STATUS, Create, Op, Store, Update
 from ..model.records import QUARANTINED as STATUS_QUARANTINED
 from ..model.records import (
     ItemRecord,
@@ -36,7 +36,8 @@ from ..model.records import (
     run_key_of,
     status_key_of,
 )
-from ..model.runs import RunRequest, RunState, parse_window
+from ..model.runs import RunRequest, RunState, format_window, parse_window
+from ..model.schedule import utc
 from .ledger import DONE, QUARANTINED, RELEASED, read_window_items
 
 RESOLUTIONS = ("done", "redo")
@@ -72,8 +73,9 @@ def operator() -> str:
 def list_items(
     store: Store, job: str, *, window: str | None = None, state: str | None = QUARANTINED
 ) -> list[Listed]:
-    """Ledger items of ``job`` (of one ``window``), in ``state`` (``None``: every state), read
-    from the ledger's pages and item records alike (:func:`~cronwarden.run.ledger.read_items`)."""
+    """Ledger items of ``job`` (of one ``window``, as it appears in run keys: see
+    :func:`window_text`), in ``state`` (``None``: every state), read from the ledger's pages
+    and item records alike (:func:`~cronwarden.run.ledger.read_items`)."""
     found = []
     for found_window, views in sorted(read_window_items(store, job, window).items()):
         for view in views.values():
@@ -81,6 +83,40 @@ def list_items(
                 continue
             found.append(Listed(found_window, view.item, view.resolution))
     return found
+
+
+def window_text(text: str) -> str:
+    """``text`` as the window appears in run keys (``2026-01-20T02:00Z``), from any ISO 8601
+    form of the instant (``2026-01-20T02:00:00+00:00``; naive: UTC); text that is not an
+    instant is left as it is (an event consumer's key). Raises ``ValueError`` for an instant
+    off a minute boundary."""
+    try:
+        instant = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return text
+    return format_window(utc(instant))
+
+
+#: how many of the jobs on record an "unknown job" answer names
+KNOWN_SHOWN = 20
+
+
+def nothing_on_record(store: Store, job: str, window: str | None = None) -> str | None:
+    """Why a listing of ``job``'s items (of ``window``) found nothing, when the reason is that
+    the store holds no such job or run (a mistyped name would otherwise read as "nothing to
+    resolve"); None when the job (and the window's run) are on record. For an empty listing
+    only: one read, two when ``window`` is given, and a query of the status records to name
+    the jobs on record (cronwarden's own, ``_``-prefixed, left out) when ``job`` is not one."""
+    if store.get(status_key_of(job)) is None:
+        known = sorted(r.key.job for r in store.query(STATUS) if not r.key.job.startswith("_"))
+        shown = ", ".join(known[:KNOWN_SHOWN]) + (", ..." if len(known) > KNOWN_SHOWN else "")
+        return (
+            f"this store holds no records of a job named {job!r} "
+            f"({'jobs on record: ' + shown if known else 'no job has run here yet'})"
+        )
+    if window is not None and store.get(run_key_of(job, window)) is None:
+        return f"this store holds no run of {job} for window {window}"
+    return None
 
 
 def resolve(

@@ -147,3 +147,22 @@ def test_resolve_redo_runs_the_window_again_for_those_items(setup, tmp_path: Pat
     assert run is not None and run.data["state"] == "succeeded" and "quarantined" not in run.data
     status = provider.store().get(status_key_of("fan"))
     assert StatusRecord.from_data(status.data).quarantined == {}  # type: ignore[union-attr]
+
+
+def test_list_of_a_name_the_store_does_not_know_is_an_error(setup, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A mistyped job or window is exit 2 naming what the store holds, never "no quarantined
+    items" (exit 0, read as nothing to resolve while items of the real job wait)."""
+    quarantined_run(setup)
+    code, out = cw(tmp_path, "ledger", "list", "fna")
+    assert code == 2 and "no records of a job named 'fna'" in out and "fan" in out, out
+    code, out = cw(tmp_path, "ledger", "list", "fan", "--window", "2026-01-21T02:00Z")
+    assert code == 2 and "no run of fan for window 2026-01-21T02:00Z" in out, out
+    code, out = cw(tmp_path, "ledger", "list", "fan", "--window", "2026-01-20T02:00:30Z")
+    assert code == 2 and "minute boundary" in out, out
+    # any ISO 8601 form of the window's instant finds its items
+    for window in (WINDOW, "2026-01-20T02:00:00Z", "2026-01-20T03:00:00+01:00"):
+        code, out = cw(tmp_path, "ledger", "list", "fan", "--window", window)
+        assert code == 0 and f"{WINDOW}  i3  quarantined" in out, (window, out)
+    # a known job and window with nothing in the state asked for: exit 0, said plainly
+    code, out = cw(tmp_path, "ledger", "list", "fan", "--window", WINDOW, "--state", "released")
+    assert code == 0 and f"no released items for fan in window {WINDOW}" in out, out
