@@ -64,16 +64,16 @@ def ledger_list(provider: str, job_name: str, window: str | None, state: str) ->
 
     Exit status 2 when the store holds no records of JOB_NAME (or no run of it for --window):
     a mistyped name is not "nothing to resolve"."""
-    from ..run.quarantine import list_items, nothing_on_record, window_text
+    from ..run.quarantine import list_items, nothing_on_record, window_on_record
 
-    if window is not None:
-        try:
-            window = window_text(window)
-        except ValueError as exc:
-            raise _Fail(f"--window {window!r}: {exc}") from None
     prov = _provider(provider)
     try:
         store = prov.store()
+        if window is not None:
+            try:
+                window = window_on_record(store, job_name, window)
+            except ValueError as exc:
+                raise _Fail(f"--window {window!r}: {exc}") from None
         found = list_items(store, job_name, window=window, state=None if state == "all" else state)
         # nothing found for a name the store does not know is a typo, not "nothing to resolve"
         missing = None if found else nothing_on_record(store, job_name, window)

@@ -97,6 +97,15 @@ def window_text(text: str) -> str:
     return format_window(utc(instant))
 
 
+def window_on_record(store: Store, job: str, text: str) -> str:
+    """The window ``text`` names among ``job``'s runs: ``text`` itself when a run of that key
+    is on record (an event consumer's key that happens to read as a date stays as it is), else
+    :func:`window_text` of it. One read."""
+    if store.get(run_key_of(job, text)) is not None:
+        return text
+    return window_text(text)
+
+
 #: how many of the jobs on record an "unknown job" answer names
 KNOWN_SHOWN = 20
 

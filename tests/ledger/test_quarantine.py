@@ -166,3 +166,24 @@ def test_list_of_a_name_the_store_does_not_know_is_an_error(setup, tmp_path: Pat
     # a known job and window with nothing in the state asked for: exit 0, said plainly
     code, out = cw(tmp_path, "ledger", "list", "fan", "--window", WINDOW, "--state", "released")
     assert code == 0 and f"no released items for fan in window {WINDOW}" in out, out
+
+
+def test_list_of_a_consumer_whose_key_reads_as_a_date(tmp_path: Path) -> None:
+    """An event consumer's key is its run's window text as given: a key that reads as a date is
+    not turned into a window."""
+    provider = LocalProvider(str(tmp_path / "state.db"))
+    try:
+
+        def render(ctx: RunContext) -> None:
+            for _item in ctx.items(["a", "b"]):
+                pass
+
+        consumer = cronwarden.consumer("by-day", key=lambda e: e["day"], max_runtime="1m")(render)
+        jobs = JobSet([], consumers=[consumer])
+        day = "2026-01-20"
+        request = RunRequest("by-day", W, reason="event", payload={"day": day}, slot=day)
+        assert Engine(jobs, provider.store()).execute(request).kind is OutcomeKind.SUCCEEDED
+    finally:
+        provider.close()
+    code, out = cw(tmp_path, "ledger", "list", "by-day", "--window", "2026-01-20", "--state", "all")
+    assert code == 0 and "2026-01-20  a  done" in out, out
