@@ -19,14 +19,14 @@ def _when(text: str | None, now: datetime) -> datetime | None:
     if text is None:
         return None
     from ..model.durations import parse_duration
+    from ..model.schedule import parse_instant
 
     if _RELATIVE.match(text.strip()):
         return now + parse_duration(text.strip(), field="--until")
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return parse_instant(text)
     except ValueError:
         raise click.BadParameter(f"{text!r}: an ISO time or a duration like 8h") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _open(jobs_target: str, provider: str, name: str) -> tuple[Any, Any]:

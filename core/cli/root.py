@@ -51,11 +51,12 @@ def _setup(jobs_target: str | None, provider_name: str, **kwargs: Any) -> tuple[
 def _parse_time(text: str | None, name: str) -> datetime | None:
     if text is None:
         return None
+    from ..model.schedule import parse_instant
+
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise Fail(f"{name}: {text!r} is not an ISO time like 2026-01-20T02:00Z") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+        return parse_instant(text)
+    except ValueError as exc:
+        raise Fail(f"{name}: {exc}") from None
 
 
 def _job(jobs: Any, name: str) -> Any:

@@ -45,10 +45,10 @@ __all__ = [
 
 def _window_arg(job: Job, text: str, now: datetime) -> datetime:
     from ..hosting.trigger import WindowRefused, check_window
+    from ..model.schedule import parse_instant
 
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        return check_window(job, value, now)
+        return check_window(job, parse_instant(text), now)
     except (ValueError, WindowRefused) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

@@ -54,11 +54,11 @@ def _text(body: Mapping[str, Any], name: str, *, required: bool) -> str:
 
 def _window(job: Job, body: Mapping[str, Any], now: datetime) -> datetime:
     from ..hosting.trigger import WindowRefused, check_window
+    from ..model.schedule import parse_instant
 
     text = _text(body, "window", required=True)
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-        return check_window(job, value, now)
+        return check_window(job, parse_instant(text), now)
     except (ValueError, WindowRefused) as exc:
         raise BadRequest(str(exc)) from None
 

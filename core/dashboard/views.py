@@ -32,6 +32,7 @@ from ..model.records import (
 )
 from ..model.redaction import redact
 from ..model.runs import format_window, parse_window
+from ..model.schedule import parse_instant
 from ..run.ledger import read_items
 from ..watch.outbox import UNROUTED, DeliveryPolicy, pending_of
 from ..watch.watcher import JobHealth, Watcher
@@ -447,10 +448,9 @@ def _parse_time(text: str | None, name: str) -> datetime | None:
     if text is None or text == "":
         return None
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise BadRequest(f"{name}: {text!r} is not an ISO time like 2026-01-20T02:00Z") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+        return parse_instant(text)
+    except ValueError as exc:
+        raise BadRequest(f"{name}: {exc}") from None
 
 
 def timeline(

@@ -27,6 +27,17 @@ def utc(dt: datetime) -> datetime:
     return dt.astimezone(UTC)
 
 
+def parse_instant(text: str) -> datetime:
+    """``text``, an ISO 8601 instant (``2026-01-20T02:00Z``, ``2026-01-20T03:00:00+01:00``), as
+    an aware UTC datetime; one written without an offset reads as UTC (what the CLI and the
+    dashboard promise). Raises ``ValueError`` naming ``text`` when it is not an instant."""
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not an ISO time like 2026-01-20T02:00Z") from None
+    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+
+
 @dataclass(frozen=True)
 class Schedule:
     """``cron`` (minute hour day-of-month month day-of-week) evaluated in ``timezone``."""

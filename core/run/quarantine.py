@@ -37,7 +37,7 @@ from ..model.records import (
     status_key_of,
 )
 from ..model.runs import RunRequest, RunState, format_window, parse_window
-from ..model.schedule import utc
+from ..model.schedule import parse_instant
 from .ledger import DONE, QUARANTINED, RELEASED, read_window_items
 
 RESOLUTIONS = ("done", "redo")
@@ -91,10 +91,10 @@ def window_text(text: str) -> str:
     instant is left as it is (an event consumer's key). Raises ``ValueError`` for an instant
     off a minute boundary."""
     try:
-        instant = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        instant = parse_instant(text)
     except ValueError:
         return text
-    return format_window(utc(instant))
+    return format_window(instant)
 
 
 def window_on_record(store: Store, job: str, text: str) -> str:

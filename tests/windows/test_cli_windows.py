@@ -3,7 +3,7 @@ resolve`` and ``dlq redrive --job --window``, as users run them (real processes)
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 from cronwarden import RunRequest
@@ -29,6 +29,12 @@ _LATEST = datetime.now(UTC).replace(second=0, microsecond=0)
 _LATEST = _LATEST.replace(minute=_LATEST.minute // 15 * 15)
 W1 = format_window(_LATEST - timedelta(minutes=30))
 W2 = format_window(_LATEST - timedelta(minutes=15))
+
+
+def _in_berlin_winter(window: str) -> str:
+    """``window`` written at UTC+01:00 with seconds (``2026-01-20T03:00:00+01:00``)."""
+    when = datetime.fromisoformat(window).astimezone(timezone(timedelta(hours=1)))
+    return when.isoformat()
 
 
 def _setup(tmp_path: Path) -> tuple[str, dict[str, str]]:
@@ -79,7 +85,7 @@ def test_dead_letter_listed_resolved_and_redriven_by_window(tmp_path: Path) -> N
         "--job",
         "fragile",
         "--window",
-        W1,
+        W1.removesuffix("Z"),  # "ISO, UTC": a time without an offset is UTC, as everywhere
         "--reason",
         "re-sent by hand",
         env=env,
@@ -96,7 +102,7 @@ def test_dead_letter_listed_resolved_and_redriven_by_window(tmp_path: Path) -> N
         "--job",
         "fragile",
         "--window",
-        W2,
+        _in_berlin_winter(W2),  # the same instant with an offset
         env=env,
     )
     assert redriven.returncode == 0, redriven.stderr
