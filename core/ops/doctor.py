@@ -328,8 +328,9 @@ _REVOKED = {401, 403, 404, 410}
 
 
 def _http_answers(name: str, url: str, method: str, body: bytes | None = None) -> Check:
-    """Does ``url`` answer? Any HTTP reply but 401/403/404/410 counts (a dry run is not a
-    valid message, so 400 or 405 is the expected answer of a live endpoint)."""
+    """Does ``url`` answer? Any HTTP reply but a redirect (alerts do not follow one) or
+    401/403/404/410 counts (a dry run is not a valid message, so 400 or 405 is the expected
+    answer of a live endpoint)."""
     import urllib.error
     import urllib.request
 
@@ -339,13 +340,22 @@ def _http_answers(name: str, url: str, method: str, body: bytes | None = None) -
         method=method,
         headers={"User-Agent": "cronwarden-doctor", "Content-Type": "application/json"},
     )
+    from ..watch.alerting.http import opener
+
     try:
-        with urllib.request.urlopen(request, timeout=10) as reply:  # noqa: S310
+        with opener().open(request, timeout=10) as reply:
             code = int(reply.status)
     except urllib.error.HTTPError as exc:
         code = exc.code
     except (OSError, ValueError) as exc:
         return Check(name, False, f"does not answer: {_error(exc)}", "check the URL / network")
+    if 300 <= code < 400:
+        return Check(
+            name,
+            False,
+            f"answers HTTP {code}: a redirect, which alerts do not follow",
+            "configure the URL it redirects to",
+        )
     if code in _REVOKED:
         return Check(name, False, f"answers HTTP {code}", "the URL or key was revoked: renew it")
     return Check(name, True, f"answers (HTTP {code}) to a dry run; nothing was posted")

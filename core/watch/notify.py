@@ -49,18 +49,16 @@ class WebhookNotifier:
         self.failures = 0
 
     def notify(self, alert: Alert) -> None:
-        import urllib.request  # only when a webhook fires: keeps cold starts light
+        from .alerting.http import send  # only when a webhook fires: keeps cold starts light
 
         body = json.dumps({"text": alert.text, "alert": alert.fields()}).encode()
-        request = urllib.request.Request(  # noqa: S310 - the user configures the scheme
-            self.url,
-            data=body,
-            method="POST",
-            headers={"Content-Type": "application/json", "User-Agent": "cronwarden"},
-        )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as reply:  # noqa: S310
-                reply.read()
+            send(
+                self.url,
+                body,
+                headers={"Content-Type": "application/json"},
+                timeout=self.timeout,
+            )
         except Exception as exc:
             self.failures += 1
             get_logger("alert").error(

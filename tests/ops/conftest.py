@@ -35,11 +35,13 @@ class Received:
 
 @dataclass
 class HttpSink:
-    """Records every request; ``status[path]`` sets the reply code for a path (default 200)."""
+    """Records every request; ``status[path]`` sets the reply code for a path (default 200),
+    ``redirect[path]`` answers it with that code (default 302) and this ``Location``."""
 
     base: str
     received: list[Received] = field(default_factory=list)
     status: dict[str, int] = field(default_factory=dict)
+    redirect: dict[str, str] = field(default_factory=dict)
 
     def at(self, path: str) -> list[Received]:
         return [r for r in self.received if r.path == path]
@@ -70,9 +72,12 @@ def http_sink() -> Iterator[HttpSink]:
                     self.rfile.read(length) if length else b"",
                 )
             )
-            code = sink.status.get(parts.path, 200)
+            location = sink.redirect.get(parts.path)
+            code = sink.status.get(parts.path, 200 if location is None else 302)
             self.send_response(code)
             self.send_header("Content-Type", "text/plain")
+            if location is not None:
+                self.send_header("Location", location)
             self.end_headers()
             self.wfile.write(b"OK" if code < 400 else b"rejected: invalid routing key")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cronwarden import Alert, Condition
+from cronwarden import Alert, Condition, WebhookNotifier
 from cronwarden.watch.alerting.channels import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
@@ -182,6 +182,21 @@ def test_http_errors_raise_on_deliver_and_are_logged_on_notify(
     (line,) = [x for x in log_lines() if x["event"] == "alert.delivery_failed"]
     assert line["channel"] == "chat" and line["job"] == "billing-sync"
     assert "xyz-very-secret-path" not in json.dumps(log_lines())
+
+
+@pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
+def test_a_redirect_is_a_delivery_error_and_is_not_followed(http_sink: HttpSink, code: int) -> None:
+    # urllib would resend a POST answered 301/302/303 as a GET without its body: the page it
+    # lands on answers 200, and an alert nobody received would count as delivered
+    http_sink.redirect["/hook"] = http_sink.base + "/login"
+    http_sink.status["/hook"] = code
+    channel = SlackWebhook("chat", http_sink.base + "/hook")
+    with pytest.raises(DeliveryError, match=f"HTTP {code} .*redirects"):
+        channel.deliver(alert())
+    assert [r.path for r in http_sink.received] == ["/hook"]  # never followed to /login
+    legacy = WebhookNotifier(http_sink.base + "/hook")
+    legacy.notify(alert())
+    assert legacy.failures == 1
 
 
 def test_unreachable_endpoint_is_a_delivery_error() -> None:

@@ -117,7 +117,9 @@ def test_broken_setups_fail_with_the_fix(
 ) -> None:
     jobs = _jobs(attempts=8)  # the queue dead-letters after 5 deliveries
     http_sink.status["/chat"] = 404  # a revoked webhook
+    http_sink.redirect["/moved"] = http_sink.base + "/login"  # a webhook moved elsewhere
     chat = f'[channels.chat]\ntype = "slack"\nurl = "{http_sink.base}/chat"\n'
+    chat += f'[channels.moved]\ntype = "slack"\nurl = "{http_sink.base}/moved"\n'
     alerting = load_settings(env={"CRONWARDEN_ALERTING_TOML": chat})
     checks = Doctor(
         jobs,
@@ -128,7 +130,12 @@ def test_broken_setups_fail_with_the_fix(
         watcher_max_age=timedelta(minutes=5),
     ).run()
     bad = {c.name: c for c in failed(checks)}
-    assert set(bad) == {"delivery limit for nightly", "watcher", "notifier chat (slack)"}
+    assert set(bad) == {
+        "delivery limit for nightly",
+        "watcher",
+        "notifier chat (slack)",
+        "notifier moved (slack)",
+    }
     assert (
         "after 5 deliveries but nightly allows 8 attempts"
         in bad["delivery limit for nightly"].detail
@@ -136,6 +143,8 @@ def test_broken_setups_fail_with_the_fix(
     assert "at least 8" in bad["delivery limit for nightly"].fix
     assert "no watcher heartbeat" in bad["watcher"].detail
     assert "HTTP 404" in bad["notifier chat (slack)"].detail
+    assert "HTTP 302: a redirect" in bad["notifier moved (slack)"].detail
+    assert "/login" not in [r.path for r in http_sink.received]  # never followed
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files")

@@ -4,7 +4,9 @@ something is sent (``import cronwarden`` never pays for it). Errors become
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
+from typing import Any
 
 from ...model.errors import CronwardenError
 from ...model.redaction import redact
@@ -24,7 +26,9 @@ def send(
     method: str | None = None,
     timeout: float = 10.0,
 ) -> int:
-    """Send one request; return the HTTP status (2xx/3xx). Raises :class:`DeliveryError`."""
+    """Send one request; return the HTTP status (2xx). Raises :class:`DeliveryError`, also
+    for a redirect: it is not followed (urllib would resend a POST as a GET without its body,
+    to a page that answers 200, and an alert nobody received would count as delivered)."""
     import urllib.error
     import urllib.request
 
@@ -37,10 +41,16 @@ def send(
         headers={"User-Agent": USER_AGENT, **(headers or {})},
     )
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as reply:  # noqa: S310
+        with opener().open(request, timeout=timeout) as reply:
             reply.read(65536)
             return int(reply.status)
     except urllib.error.HTTPError as exc:
+        if 300 <= exc.code < 400:
+            raise DeliveryError(
+                f"HTTP {exc.code} {exc.reason}: the endpoint redirects; a redirect is not "
+                "followed (a POST would arrive as a GET without the alert): configure the URL "
+                "it redirects to"
+            ) from None
         detail = exc.read(300).decode("utf-8", "replace").strip()
         raise DeliveryError(
             redact(f"HTTP {exc.code} {exc.reason}" + (f": {detail}" if detail else ""))
@@ -49,3 +59,15 @@ def send(
         raise DeliveryError(redact(f"cannot connect: {exc.reason}")) from None
     except (OSError, ValueError) as exc:
         raise DeliveryError(redact(f"{type(exc).__name__}: {exc}")) from None
+
+
+@functools.lru_cache(maxsize=1)
+def opener() -> Any:
+    """An opener that follows no redirect: a 3xx reply surfaces as ``HTTPError``."""
+    import urllib.request
+
+    class _NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    return urllib.request.build_opener(_NoRedirect)
