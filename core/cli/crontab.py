@@ -44,7 +44,13 @@ def _read(path: str, system: bool | None, timezone: str | None) -> Crontab:
 @click.argument("crontab", type=click.Path(exists=True, dir_okay=False))
 @_TIMEZONE
 @_FORMAT
-@click.option("--runs", default=3, show_default=True, help="How many next runs to show per line.")
+@click.option(
+    "--runs",
+    default=3,
+    show_default=True,
+    type=click.IntRange(1, 100),
+    help="How many next runs to show per line (1-100).",
+)
 def inventory(crontab: str, timezone: str | None, system: bool | None, runs: int) -> None:
     """List every line of CRONTAB: schedule in words, next runs, user, command, environment,
     and what needs a decision before it becomes a job. Exit 1 when a line cannot be translated."""
@@ -163,6 +169,8 @@ def import_crontab(
     if problems:
         _refuse(problems, "nothing written; fix the lines or --skip them")
     target = Path(out)
+    if target.exists() and target.resolve() == Path(crontab).resolve():
+        _refuse([f"--out {out} is the crontab being read"], "write the module to another file")
     if target.exists() and not force:
         _refuse([f"{out} exists"], "pass --force to overwrite it")
     source = render_module(table, max_runtime=max_runtime, max_attempts=max_attempts, skip=skip)

@@ -30,6 +30,7 @@ import importlib
 import json
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from ..model.redaction import redact
 from ..model.runs import MAX_REQUEST_BYTES
 from ..model.schedule import utc
 from .policies import _NAME, Handler, Overlap, Retry, _owner, _tags
+from .top_level import check_held, note
 
 if TYPE_CHECKING:
     from ..model.ports import Publisher
@@ -222,6 +224,7 @@ def consumer(
             tags=tag_tuple,
         )
         _DECLARED[name] = declared  # for publish(name, ...) in this process (the latest wins)
+        note("consumer", name, declared, sys._getframe(1))
         return declared
 
     return decorate
@@ -436,4 +439,5 @@ def consumers_in(module: ModuleType) -> dict[str, EventConsumer]:
             if value.name in found and found[value.name] is not value:
                 raise InvalidJobDefinition(f"two different consumers are named {value.name!r}")
             found[value.name] = value
+    check_held(module, "consumer", found.values())
     return found

@@ -30,16 +30,23 @@ _CRON_SETTINGS = {"CRON_TZ", "MAILTO", "MAILFROM", "RANDOM_DELAY", "CONTENT_TYPE
 
 
 def job_names(entries: list[CronEntry]) -> dict[int, str]:
-    """A job name per line number: the command's program name (``backup`` for
-    ``/usr/local/bin/backup.sh --all``); ``-l<line>`` is appended when two lines share it."""
+    """A job name per line number, each distinct: the command's program name (``backup`` for
+    ``/usr/local/bin/backup.sh --all``); ``-l<line>`` is appended when two lines share it (and
+    ``-<n>`` when that is another line's name already: ``a.sh`` twice beside ``a-l2.sh``)."""
     base = {entry.lineno: _slug(entry.command) or f"line-{entry.lineno}" for entry in entries}
     seen: dict[str, int] = {}
     for name in base.values():
         seen[name] = seen.get(name, 0) + 1
+    taken = {name for name, count in seen.items() if count == 1}
     out = {}
     for lineno, name in base.items():
         if seen[name] > 1:
-            name = f"{name[:55].rstrip('-')}-l{lineno}"
+            candidate, n = f"{name[:55].rstrip('-')}-l{lineno}", 1
+            while candidate in taken:
+                n += 1
+                candidate = f"{name[:48].rstrip('-')}-l{lineno}-{n}"
+            name = candidate
+        taken.add(name)
         out[lineno] = name
     return out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -18,6 +19,7 @@ from .policies import Handler as Handler
 from .policies import Liveness as Liveness
 from .policies import Overlap as Overlap
 from .policies import Retry as Retry
+from .top_level import check_held, note
 
 if TYPE_CHECKING:
     from ..run.context import RunContext
@@ -135,7 +137,7 @@ def job(
     def decorate(handler: Handler) -> Job:
         if not callable(handler):
             raise InvalidJobDefinition(f"{name}: the handler must be callable")
-        return Job(
+        declared = Job(
             name=name,
             schedule=schedule,
             handler=handler,
@@ -155,6 +157,8 @@ def job(
             slow_factor=None if slow_factor is None else float(slow_factor),
             after=upstreams,
         )
+        note("job", name, declared, sys._getframe(1))
+        return declared
 
     return decorate
 
@@ -266,10 +270,15 @@ class JobSet:
 
     @classmethod
     def from_module(cls, module: ModuleType) -> JobSet:
-        """Every :class:`Job` and event consumer bound at the top level of ``module``."""
+        """Every :class:`Job` and event consumer bound at the top level of ``module``.
+
+        Raises :class:`InvalidJobDefinition` when one its top level declared is held by no
+        top-level name any more (a later function of the same name took its variable): it
+        would otherwise never run, and nothing would say so."""
         from .consumers import consumers_in
 
         jobs = [value for value in vars(module).values() if isinstance(value, Job)]
+        check_held(module, "job", jobs)
         declared = consumers_in(module).values()
         return cls(sorted(jobs, key=lambda j: j.name), sorted(declared, key=lambda c: c.name))
 

@@ -177,3 +177,29 @@ def test_import_refuses_bad_options_and_empty_crontabs(tmp_path: Path) -> None:
     none = _cli("import-crontab", str(empty), "--out", str(out), "--timezone", "UTC")
     assert none.returncode == 2 and "has no schedule line to import" in none.stderr
     assert not out.exists()
+
+
+def test_import_names_every_line_apart_and_never_writes_over_its_crontab(
+    tmp_path: Path,
+) -> None:
+    # a.sh twice makes "a-l1" and "a-l2": the name a-l2.sh's own line has already
+    path, out = tmp_path / "crontab", tmp_path / "jobs.py"
+    path.write_text("*/5 * * * * /opt/a.sh\n*/5 * * * * /opt/a.sh\n*/5 * * * * /opt/a-l2.sh\n")
+    made = _cli("import-crontab", str(path), "--out", str(out), "--timezone", "UTC")
+    assert made.returncode == 0, made.stderr
+    assert "3 job(s)" in made.stdout
+    jobs = load_jobs(str(out))
+    assert len(jobs) == 3 and len({j.name for j in jobs}) == 3
+    assert sorted(j.handler.__name__ for j in jobs) == ["a_l1", "a_l2", "a_l2_2"]
+    before = path.read_text()
+    over = _cli("import-crontab", str(path), "--out", str(path), "--timezone", "UTC", "--force")
+    assert over.returncode == 2 and "is the crontab being read" in over.stderr
+    assert path.read_text() == before
+
+
+def test_inventory_refuses_a_number_of_runs_out_of_range(tmp_path: Path) -> None:
+    path = tmp_path / "crontab"
+    path.write_text("0 3 * * * /bin/true\n")
+    for runs in ("0", "-3", "100000000"):
+        result = _cli("inventory", str(path), "--timezone", "UTC", "--runs", runs)
+        assert result.returncode == 2 and "--runs" in result.stderr, result.stderr

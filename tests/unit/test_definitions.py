@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 import cronwarden
 from cronwarden import CatchUp, InvalidJobDefinition, Liveness, Retry, Schedule
+from cronwarden.jobs.config import load_jobs
 from cronwarden.model.durations import parse_duration
 
 
@@ -126,6 +128,76 @@ def test_floor_maps_any_tick_to_its_window() -> None:
     assert schedule.interval_at(utc("2026-01-20T02:20+00:00")) == timedelta(minutes=15)
     with pytest.raises(ValueError, match="naive"):
         schedule.floor(datetime(2026, 1, 20))
+
+
+SHADOWED = """
+import cronwarden
+
+@cronwarden.job("export", cron="*/5 * * * *", max_runtime="1m")
+def handler(ctx):
+    pass
+
+@cronwarden.job("report", cron="*/5 * * * *", max_runtime="1m")
+def handler(ctx):
+    pass
+"""
+
+SHADOWED_CONSUMER = """
+import cronwarden
+
+@cronwarden.consumer("orders", key="id", max_runtime="1m")
+def handle(event, ctx):
+    pass
+
+@cronwarden.consumer("refunds", key="id", max_runtime="1m")
+def handle(event, ctx):
+    pass
+"""
+
+FACTORY = """
+import cronwarden
+
+def make(name):
+    @cronwarden.job(name, cron="*/5 * * * *", max_runtime="1m")
+    def handler(ctx):
+        pass
+    return handler
+
+a = make("a")
+b = make("b")
+
+@cronwarden.job("c", cron="*/5 * * * *", max_runtime="1m")
+def c(ctx):
+    pass
+
+@cronwarden.job("c", cron="*/10 * * * *", max_runtime="1m")
+def c(ctx):  # declared again under the same name: the later one counts, as before
+    pass
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        (SHADOWED, "job 'export' is declared in .* the name 'handler'"),
+        (SHADOWED_CONSUMER, "consumer 'orders' is declared in .* the name 'handle'"),
+    ],
+)
+def test_a_job_whose_function_name_a_later_one_took_is_refused_not_lost(
+    tmp_path: Path, source: str, message: str
+) -> None:
+    path = tmp_path / "shadowed_jobs.py"
+    path.write_text(source)
+    with pytest.raises(InvalidJobDefinition, match=message):
+        load_jobs(str(path))
+
+
+def test_jobs_made_by_a_factory_or_declared_again_load_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "factory_jobs.py"
+    path.write_text(FACTORY)
+    jobs = load_jobs(str(path))
+    assert [j.name for j in jobs] == ["a", "b", "c"]
+    assert jobs["c"].schedule.cron == "*/10 * * * *"
 
 
 def test_jobset_finds_jobs_and_refuses_duplicate_names() -> None:
