@@ -113,6 +113,8 @@ _DSN = click.option(
 
 
 def _remember_state(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None and not value.strip():  # `--state "$UNSET"`: not the default state
+        raise click.BadParameter("is empty: name a state file, or leave --state out")
     if value:
         ctx.meta[_STATE_KEY] = value
         source = ctx.get_parameter_source(param.name or "state")
@@ -196,6 +198,8 @@ def setup(
         known = ", ".join(j.name for j in jobs) or "none"
         raise Fail(f"unknown job {job_name!r} (known: {known})")
     name = provider_name.strip().lower()
+    if not name:  # `--provider "$UNSET"`: not the default provider
+        raise Fail(f"--provider is empty: name one of {PROVIDER_CHOICES}")
     options: dict[str, Any] = {}
     meta = _meta()
     if meta.get(_DSN_KEY):

@@ -156,12 +156,15 @@ def run(
             runner.serve()
         else:
             runner.fire_due()
-            runner.drain(outcomes=outcomes)
+            left: dict[str, set[str]] = {}
+            runner.drain(outcomes=outcomes, left=left)
+            _report_left(left, jobs_target)
             if stop.signum is None:
                 # the channels, routing and hooks of every host: what fires is told now
                 report = runner.watcher.check()
                 told = runner.watcher.deliveries
-                code, line = _with_alerts(*verdict_line(outcomes), report, told)
+                declared = {job.name for job in jobs}
+                code, line = _with_alerts(*verdict_line(outcomes), report, told, declared)
                 _print_status(report, state_info(provider, prov), line=line)
                 sys.exit(code)
     finally:
@@ -171,14 +174,25 @@ def run(
     sys.exit(stop.finish() or EXIT_OK)
 
 
-def _with_alerts(code: int, line: str, report: Any, deliveries: Any) -> tuple[int, str]:
+def _with_alerts(
+    code: int, line: str, report: Any, deliveries: Any, declared: set[str]
+) -> tuple[int, str]:
     """``run --once``'s verdict with the watcher's check of the same invocation. The exit
     status is the runs' (see the group's help); but an active alert that reached no channel
     (none routes it, or its channel keeps failing) has no other way to a person than this
-    command's status: then it is 1 and the line names the alerts."""
+    command's status: then it is 1 and the line names the alerts. So it is for a fired alert
+    of a job not in ``declared`` (renamed or removed since) that reached no channel."""
+    pending = deliveries.pending()
+    stray = _stray(pending, declared)
+    if stray:  # a job these jobs do not declare (renamed, removed): its alert reached nobody
+        note = f"alert(s) of {', '.join(stray)} (not declared here) reached no channel"
+        if code == EXIT_OK:
+            code, line = EXIT_FAILED, f"not ok: {note}; runs: {line}"
+        else:
+            line = f"{line}; {note}"
     if not report.active:
         return code, line
-    unreached = {(p.job, p.alert.split(" ")[0]) for p in deliveries.pending()}
+    unreached = {(p.job, p.alert.split(" ")[0]) for p in pending}
     named = sorted(f"{alert.job} {alert.kind.value}" for alert in report.active)
     shown = ", ".join(named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
     silent = [a for a in report.active if (a.job, a.kind.value) in unreached]
@@ -236,10 +250,16 @@ def trigger(
         click.echo(told.line) if not json_output() else None
         stop = _graceful(runner, grace)
         outcomes: dict[str, str] = {}
-        runner.drain(outcomes=outcomes)
+        left: dict[str, set[str]] = {}
+        reasons: dict[str, str] = {}
+        runner.drain(outcomes=outcomes, left=left, reasons=reasons)
+        _report_left(left, jobs_target)
         if stop.signum is not None:
             sys.exit(stop.finish() or EXIT_FAILED)
         code, line = judge_after(runner.store, job, told, outcomes, runner.engine.now())
+        if outcomes.get(told.run_key) == "skipped":  # asked for by hand, and it did not run
+            why = reasons.get(told.run_key, "skipped")
+            code, line = EXIT_FAILED, f"not ok: {told.run_key} did not run: {why}"
         if not json_output():
             click.echo(line)
             _print_history(runner.store, job, limit=3, long=False)
@@ -298,9 +318,36 @@ def check(jobs_target: str, provider: str, webhook: str | None) -> None:
         click.echo(f"ALERT {alert.kind.value}: {alert.text}")
     for text in watcher.deliveries.lines():  # alerts that have not reached a channel yet
         click.echo(text)
-    if not report.ok or any(p.failing for p in watcher.deliveries.pending()):
+    pending = watcher.deliveries.pending()
+    unreached = _unreached(pending)
+    stray = _stray(pending, {job.name for job in jobs})
+    if stray:
+        click.echo(
+            f"note: {', '.join(stray)}: alert(s) on record for job(s) {jobs_target} does not "
+            "declare (renamed or removed?) reached no channel",
+            err=True,
+        )
+    if not report.ok or any(p.failing for p in pending) or unreached:
         sys.exit(EXIT_FAILED)
     click.echo(f"ok: {len(report.jobs)} job(s) healthy")
+
+
+def _stray(pending: Any, declared: set[str]) -> list[str]:
+    """The jobs not in ``declared`` with a fired alert among ``pending`` that reached no
+    channel (the watcher judges declared jobs only: nothing else would say so); cronwarden's
+    own (``_watcher``: queue-wide alerts, judged by every check) are not among them."""
+    unreached = _unreached(pending)
+    return sorted({p.job for p in unreached if p.job not in declared and not p.job.startswith("_")})
+
+
+def _unreached(pending: Any) -> list[Any]:
+    """The fired alerts among ``pending`` deliveries that reached no channel: none takes
+    them, or theirs keeps failing. Their only way to a person is a command's exit status."""
+    from ..watch.outbox import UNROUTED
+
+    return [
+        p for p in pending if p.alert.endswith(" fired") and (p.channel == UNROUTED or p.failing)
+    ]
 
 
 @cli.command()
@@ -323,11 +370,23 @@ def dlq() -> None:
     """Inspect and redrive the dead-letter queue."""
 
 
+#: dead letters read to filter them by job (``--jobs``): the rest are not listed
+_FILTER_PEEK = 1000
+
+
+def _declares(jobs: Any, letter: Any) -> bool:
+    """Whether ``jobs`` declare the job or event consumer ``letter`` is for."""
+    attributes = letter.attributes
+    consumer = attributes.get("consumer")
+    if consumer is not None:
+        return consumer in jobs.consumers
+    return attributes.get("job") in jobs
+
+
 def _letters_of(jobs: Any, letters: list[Any]) -> list[Any]:
     if jobs is None:
         return letters
-    names = {job.name for job in jobs}
-    return [letter for letter in letters if letter.attributes.get("job") in names]
+    return [letter for letter in letters if _declares(jobs, letter)]
 
 
 @dlq.command("list")
@@ -341,11 +400,20 @@ def dlq_list(jobs_target: str | None, provider: str, limit: int) -> None:
     jobs, prov = _setup(jobs_target, provider, read_only=True)
     try:
         queue = prov.queue()
-        letters, depth = _letters_of(jobs, queue.dlq_peek(limit)), queue.dlq_depth()
+        depth = queue.dlq_depth()
+        if jobs is None:
+            letters, title = queue.dlq_peek(limit), f"dead-letter queue: {depth} message(s)"
+        else:  # filtered before the limit: --limit counts the letters of these jobs
+            letters = _letters_of(jobs, queue.dlq_peek(max(limit, _FILTER_PEEK)))[:limit]
+            title = f"dead-letter queue: {depth} message(s); of jobs in {jobs_target}: " + (
+                f"{len(letters)} shown"
+                if depth <= _FILTER_PEEK
+                else f"{len(letters)} shown among the oldest {_FILTER_PEEK}"
+            )
     finally:
         prov.close()
     emit_rows(
-        f"dead-letter queue: {depth} message(s)",
+        title,
         ("message id", "run key", "dead-lettered", "reason", "attempts", "description"),
         (letter_row(letter) for letter in letters),
         cells=lambda r: [
@@ -389,10 +457,28 @@ def dlq_show(jobs_target: str | None, provider: str, message_id: str) -> None:
 @PROVIDER
 @positive_int("--limit", default=10, help="At most this many messages.")
 def dlq_redrive(jobs_target: str | None, provider: str, limit: int) -> None:
-    """Move dead letters back to the queue, in a capped batch. Fix the cause first."""
-    _, prov = _setup(jobs_target, provider, read_only=True)
+    """Move dead letters back to the queue, in a capped batch. Fix the cause first.
+
+    The oldest ``--limit`` letters move, whatever their job: with --jobs, it refuses (exit 2)
+    when any of them is of a job the module does not declare (redrive by window instead)."""
+    jobs, prov = _setup(jobs_target, provider, read_only=True)
     try:
-        moved = prov.queue().redrive(limit)
+        queue = prov.queue()
+        if jobs is not None:
+            others = sorted(
+                {
+                    letter.attributes.get("consumer") or letter.attributes.get("job") or "?"
+                    for letter in queue.dlq_peek(limit)
+                    if not _declares(jobs, letter)
+                }
+            )
+            if others:
+                raise Fail(
+                    f"the oldest {limit} dead letter(s) include jobs {jobs_target} does not "
+                    f"declare ({', '.join(others)}): a redrive moves the oldest of any job; "
+                    "leave --jobs out to move them all, or `dlq redrive --job J --window W`"
+                )
+        moved = queue.redrive(limit)
     finally:
         prov.close()
     click.echo(f"redrove {moved} message(s)")
@@ -426,6 +512,7 @@ def backfill(
     from ..run.backfill import missing_windows
 
     first, given_last = _parse_time(start, "--from"), _parse_time(end, "--to")
+    _backfill_range(first, given_last, datetime.now(UTC))
     jobs, prov = _setup(jobs_target, provider, job_name=job_name)
     job = _job(jobs, job_name)
     runner: LocalRunner | None = None
@@ -438,14 +525,20 @@ def backfill(
         runner.trigger.publish_oldest_first(  # any number of workers run them oldest first
             [RunRequest(job.name, window, reason="backfill") for window in windows]
         )
-        left = len(missing) - len(windows)
-        more = f"; {left} more missing window(s) left (run again or raise --limit)" if left else ""
+        remaining = len(missing) - len(windows)
+        more = (
+            f"; {remaining} more missing window(s) left (run again or raise --limit)"
+            if remaining
+            else ""
+        )
         click.echo(f"enqueued {len(windows)} window(s){more}")
         if not wait:
             return
         stop = _graceful(runner, grace)
         outcomes: dict[str, str] = {}
-        runner.drain(outcomes=outcomes)
+        left: dict[str, set[str]] = {}
+        runner.drain(outcomes=outcomes, left=left)
+        _report_left(left, jobs_target)
         if stop.signum is not None:
             sys.exit(stop.finish() or EXIT_FAILED)
         code, line = verdict_line(outcomes)
@@ -453,6 +546,35 @@ def backfill(
         sys.exit(code)
     finally:
         runner.close() if runner is not None else prov.close()
+
+
+def _backfill_range(first: datetime | None, last: datetime | None, now: datetime) -> None:
+    """Refuse a backfill range reaching into the future (a window run before its time would
+    read as done, and the real run of it would be skipped as a duplicate) or before the
+    year 1000 (no run key can hold it)."""
+    for name, when in (("--from", first), ("--to", last)):
+        if when is None:
+            continue
+        if when > now:
+            raise Fail(
+                f"{name} {when:%Y-%m-%dT%H:%MZ} is in the future: a window is backfilled once "
+                f"its time has come (now is {now:%Y-%m-%dT%H:%MZ}); leave --to out to mean now"
+            )
+        if when.year < 1000:
+            raise Fail(f"{name} {when.isoformat()} is out of range (before the year 1000)")
+
+
+def _report_left(left: dict[str, set[str]], jobs_target: str) -> None:
+    """One line (stderr) naming the queued messages left for jobs ``jobs_target`` does not
+    declare: another module's, run by a worker that declares them, never dead-lettered here."""
+    if not left:
+        return
+    named = ", ".join(f"{name} ({len(ids)})" for name, ids in sorted(left.items()))
+    click.echo(
+        f"note: left {sum(len(ids) for ids in left.values())} queued message(s) of jobs "
+        f"{jobs_target} does not declare: {named}; a worker with their module runs them",
+        err=True,
+    )
 
 
 def _checked_window(job: Any, when: datetime, now: datetime) -> datetime:

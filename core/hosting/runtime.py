@@ -17,7 +17,7 @@ from types import FrameType
 
 from ..jobs.definitions import JobSet
 from ..model.logs import get_logger
-from ..model.ports import Provider
+from ..model.ports import Delivery, Provider
 from ..model.schedule import utc
 from ..run.engine import Engine, EngineSettings
 from ..watch.notify import Notifier
@@ -119,16 +119,36 @@ class LocalRunner:
         when = now or self.engine.now()
         return sum(len(self.trigger.tick(job.name, when)) for job in self.jobs if job.timed)
 
-    def drain(self, *, idle: float = 0.5, outcomes: MutableMapping[str, str] | None = None) -> int:
+    def drain(
+        self,
+        *,
+        idle: float = 0.5,
+        outcomes: MutableMapping[str, str] | None = None,
+        left: MutableMapping[str, set[str]] | None = None,
+        reasons: MutableMapping[str, str] | None = None,
+    ) -> int:
         """Work the queue with one worker until nothing arrives for ``idle`` seconds, or until
         :meth:`stop`. ``outcomes`` collects run key → the last outcome kind seen (``error`` when
-        the delivery could not be processed). Returns how many deliveries were handled."""
+        the delivery could not be processed). Returns how many deliveries were handled.
+
+        A message of a job or consumer these jobs do not declare (another module's, sharing
+        the queue) is left as received, not handled: it comes back after its visibility
+        timeout for a worker that declares it (a worker would dead-letter it as unknown).
+        ``left`` collects their ids by job name; ``reasons`` run key → why its last outcome
+        was what it was (``waits on hourly (not run)``), where the engine said."""
         worker = self.workers[0]
         handled = 0
         while not self.stop_event.is_set():
-            deliveries = worker.queue.receive(10, visibility=worker.visibility, wait=idle)
-            if not deliveries:
+            received = worker.queue.receive(10, visibility=worker.visibility, wait=idle)
+            if not received:
                 return handled
+            deliveries = []
+            for delivery in received:
+                name = self._undeclared(delivery)
+                if name is None:
+                    deliveries.append(delivery)
+                elif left is not None:
+                    left.setdefault(name, set()).add(delivery.message_id)
             promised = False  #: the previous handle was told this delivery comes next
             for i, delivery in enumerate(deliveries):
                 if self.stop_event.is_set() and not promised:
@@ -145,7 +165,19 @@ class LocalRunner:
                 if outcomes is not None:
                     key = outcome.run_key if outcome else delivery.attributes.get("run_key", "?")
                     outcomes[key] = outcome.kind.value if outcome else "error"
+                if reasons is not None and outcome is not None and outcome.reason:
+                    reasons[outcome.run_key] = outcome.detail or outcome.reason
         return handled
+
+    def _undeclared(self, delivery: Delivery) -> str | None:
+        """The job (or consumer) ``delivery`` is for when these jobs do not declare it; None
+        when they do, or when it names none (a probe, a malformed body: handled as ever)."""
+        attributes = delivery.attributes
+        consumer = attributes.get("consumer")
+        if consumer is not None:
+            return None if consumer in self.jobs.consumers else consumer
+        job = attributes.get("job")
+        return None if job is None or job in self.jobs else job
 
     def serve(self, *, watch_every: float | None = 60.0) -> None:
         """Run until :meth:`stop` (or Ctrl-C): scheduler, workers and the watcher."""

@@ -89,6 +89,16 @@ def test_debug_shows_the_traceback(cw, tmp_path: Path) -> None:
         ),
         (["history", "--jobs", "good.py", "nope"], "error: unknown job 'nope' (known: x)"),
         (
+            ["check", "--jobs", "good.py", "--provider", ""],
+            "error: --provider is empty: name one of local, gcp, azure, aws, postgres, redis, "
+            "s3, blob, gcs",
+        ),
+        (
+            ["check", "--jobs", "good.py", "--state", ""],
+            "error: Invalid value for '--state': is empty: name a state file, or leave --state "
+            "out",
+        ),
+        (
             ["status", "--jobs", "good.py", "--provider", "nimbus"],
             "error: unknown provider 'nimbus'; choose one of aws, azure, blob, gcp, gcs, local, "
             "postgres, redis, s3",
