@@ -159,8 +159,14 @@ def check_window(job: Job, when: datetime, now: datetime) -> datetime:
 
     A window must be one of the schedule's (no silent flooring: ``--window 02:07`` of an
     hourly job is refused, not run as 02:00) and not in the future (a run of a future window
-    would sit among the job's records as if that time had come)."""
+    would sit among the job's records as if that time had come), nor before the year 1000
+    (a typo: ``0202-...``; near the year 1 the schedule cannot be stepped back)."""
     when, now = utc(when), utc(now)
+    if when.year < 1000:
+        raise WindowRefused(
+            f"{job.name}: window {when.isoformat()} is before the year 1000; "
+            "give a window like 2026-01-20T02:00Z"
+        )
     latest = job.schedule.floor(now)
     if when > latest:
         upcoming = format_window(job.schedule.next_after(now))

@@ -64,7 +64,7 @@ __all__ = [
 
 EVENT_REQUEST_VERSION = 1
 MAX_EVENT_KEY_CHARS = 512
-_SAFE_KEY = re.compile(r"^[A-Za-z0-9._~=+@-]{1,100}$")
+_SAFE_KEY = re.compile(r"^[A-Za-z0-9._~=+@-]{1,100}\Z")  # `\Z`: `$` matches before a final "\n"
 
 
 class MalformedEvent(MalformedRunRequest):

@@ -98,6 +98,13 @@ def job(
             "starting and ending with a letter or digit"
         )
     upstreams = _after(name, after)
+    if cron is not None and not isinstance(cron, str):
+        raise InvalidJobDefinition(f"{name}: cron must be text like '0 2 * * *', got {cron!r}")
+    if timezone is not None and (not isinstance(timezone, str) or not timezone.strip()):
+        raise InvalidJobDefinition(
+            f"{name}: timezone must be an IANA name like 'Europe/Berlin' (None means UTC), "
+            f"got {timezone!r}"
+        )
     if upstreams and (cron is not None or timezone is not None):
         raise InvalidJobDefinition(
             f"{name}: after= and cron=/timezone= exclude each other: a dependent job runs "
@@ -106,7 +113,7 @@ def job(
     if not upstreams and cron is None:
         raise InvalidJobDefinition(f"{name}: give cron= (a schedule) or after= (upstream jobs)")
     # a dependent job's schedule is a placeholder until the JobSet gives it its upstreams'
-    schedule = Schedule(cron or "* * * * *", timezone or "UTC")
+    schedule = Schedule("* * * * *" if cron is None else cron, timezone or "UTC")
     runtime = parse_duration(max_runtime, field=f"{name}: max_runtime")
     if runtime <= timedelta(0):
         raise InvalidJobDefinition(f"{name}: max_runtime must be positive, got {max_runtime!r}")
@@ -117,6 +124,16 @@ def job(
         raise InvalidJobDefinition(
             f"{name}: overlap must be one of {choices}, got {overlap!r}"
         ) from exc
+    for field_name, value, kind, example in (
+        ("retry", retry, Retry, "Retry(max_attempts=5)"),
+        ("catch_up", catch_up, CatchUp, "CatchUp.oldest_first('3d')"),
+        ("liveness", liveness, Liveness, "Liveness(grace='1h')"),
+    ):
+        if value is not None and not isinstance(value, kind):
+            raise InvalidJobDefinition(
+                f"{name}: {field_name} must be a cronwarden.{kind.__name__} "
+                f"(e.g. {example}), got {value!r}"
+            )
     owner_text, tag_tuple = _owner(name, owner), _tags(name, tags)
     if description is not None and (
         not isinstance(description, str) or len(description) > _DESCRIPTION_MAX

@@ -21,10 +21,11 @@ Handler = Callable[["RunContext"], Any]
 
 # Job names end up in Firestore document ids, Table Storage partition keys, Pub/Sub attribute
 # values and Service Bus message ids; this alphabet is safe in all of them.
-_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+# `\Z`, not `$`: `$` also matches before a final newline, and callers use `.match`.
+_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\Z")
 # Owners are team names or e-mail addresses; tags are short labels used to route alerts.
-_OWNER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+/-]{0,99}$")
-_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,62}$")
+_OWNER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+/-]{0,99}\Z")
+_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,62}\Z")
 _DESCRIPTION_MAX = 500
 
 
@@ -66,9 +67,15 @@ class Retry:
         object.__setattr__(self, "max_backoff", hi)
 
     def backoff(self, attempt: int) -> timedelta:
-        """Delay before attempt ``attempt + 1`` after attempt ``attempt`` failed."""
-        lo, hi = parse_duration(self.min_backoff), parse_duration(self.max_backoff)
-        return min(hi, lo * (1 << min(max(0, attempt - 1), 40)))
+        """Delay before attempt ``attempt + 1`` after attempt ``attempt`` failed: ``min_backoff``
+        doubled ``attempt - 1`` times, at most ``max_backoff`` (for any ``attempt``)."""
+        delay, hi = parse_duration(self.min_backoff), parse_duration(self.max_backoff)
+        # doubling stops at the cap: a power of two computed up front overflows timedelta
+        for _ in range(max(0, attempt - 1)):
+            if delay >= hi or delay <= timedelta(0):
+                break
+            delay *= 2
+        return min(hi, delay)
 
 
 @dataclass(frozen=True)
@@ -83,18 +90,28 @@ class CatchUp:
     within: timedelta | None = None
     max_per_tick: int = 1
 
+    def __post_init__(self) -> None:
+        if self.within is not None:
+            span = parse_duration(self.within, field="catch_up.within")
+            if span <= timedelta(0):
+                raise InvalidJobDefinition(
+                    f"catch_up.within must be positive, got {format_duration(span)}"
+                )
+            object.__setattr__(self, "within", span)
+        per_tick = self.max_per_tick
+        if isinstance(per_tick, bool) or not isinstance(per_tick, int) or per_tick < 1:
+            raise InvalidJobDefinition(
+                f"catch_up.max_per_tick must be an integer of at least 1, got {per_tick!r}"
+            )
+
     @classmethod
     def none(cls) -> CatchUp:
         return cls()
 
     @classmethod
     def oldest_first(cls, within: DurationLike, max_per_tick: int = 1) -> CatchUp:
-        span = parse_duration(within, field="catch_up.within")
-        if span <= timedelta(0):
-            raise InvalidJobDefinition("catch_up.within must be positive")
-        if max_per_tick < 1:
-            raise InvalidJobDefinition("catch_up.max_per_tick must be at least 1")
-        return cls(span, max_per_tick)
+        """Catch up windows missed in the last ``within``, ``max_per_tick`` per tick at most."""
+        return cls(parse_duration(within, field="catch_up.within"), max_per_tick)
 
     @property
     def enabled(self) -> bool:

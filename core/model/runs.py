@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import hashlib
 import json
+import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -52,7 +54,11 @@ def _format_window(window: datetime) -> str:
     value = utc(window)
     if value.second or value.microsecond:
         raise ValueError(f"window {value.isoformat()} is not on a minute boundary")
-    return value.strftime(WINDOW_FORMAT)
+    # WINDOW_FORMAT, with the year zero-padded (``strftime("%Y")`` gives ``999`` on glibc, a
+    # text ``parse_window`` refuses and that does not sort among the others)
+    return (
+        f"{value.year:04d}-{value.month:02d}-{value.day:02d}T{value.hour:02d}:{value.minute:02d}Z"
+    )
 
 
 def parse_window(text: str) -> datetime:
@@ -79,14 +85,44 @@ def new_run_id(now: datetime | None = None) -> str:
     return f"{stamp}-{secrets.token_hex(3)}"
 
 
-_FINGERPRINT_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+#: a memory address in a default ``repr`` (``<Customer object at 0x7f…>``): differs per process
+_ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+")
+
+
+def _stable(value: Any) -> Any:
+    """What a value JSON cannot encode stands for in a fingerprint: its ``str`` (a datetime,
+    a Decimal, a dataclass's repr), unless that holds a memory address; then its content (a
+    dataclass's fields, else its ``vars`` and ``__slots__`` values, encoded the same way), or,
+    with no content, its type's name: never the address, which changes on every attempt."""
+    text = str(value)
+    if _ADDRESS.search(text) is None:
+        return text
+    content: dict[str, Any] = {}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        content = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    else:
+        content = dict(getattr(value, "__dict__", None) or {})
+        for klass in type(value).__mro__:
+            slots = klass.__dict__.get("__slots__", ())
+            for slot in (slots,) if isinstance(slots, str) else slots:
+                if slot not in ("__dict__", "__weakref__") and hasattr(value, slot):
+                    content.setdefault(slot, getattr(value, slot))
+    if content:
+        return {str(name): item for name, item in content.items()}
+    kind = type(value)
+    return f"<{kind.__module__}.{kind.__qualname__}>"
+
+
+_FINGERPRINT_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_stable)
 
 
 def fingerprint(value: Any) -> str:
     """A stable digest of JSON-serialisable input (key order does not matter).
 
     The digest of ``json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)``
-    (``repr`` when that fails); ints and plain ASCII text take a shortcut to the same text.
+    (``repr`` when that fails, memory addresses left out); ints and plain ASCII text take a
+    shortcut to the same text. A value whose ``str`` holds a memory address (a plain object)
+    stands for its content instead (see :func:`_stable`), the same on every attempt.
     """
     kind = type(value)
     if kind is dict and not value:  # a scheduled run's payload: no input
@@ -104,8 +140,8 @@ def fingerprint(value: Any) -> str:
     else:
         try:
             text = _FINGERPRINT_JSON.encode(value)
-        except (TypeError, ValueError):
-            text = repr(value)
+        except (TypeError, ValueError):  # e.g. a circular reference
+            text = _ADDRESS.sub("", repr(value))
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 

@@ -30,12 +30,16 @@ def utc(dt: datetime) -> datetime:
 def parse_instant(text: str) -> datetime:
     """``text``, an ISO 8601 instant (``2026-01-20T02:00Z``, ``2026-01-20T03:00:00+01:00``), as
     an aware UTC datetime; one written without an offset reads as UTC (what the CLI and the
-    dashboard promise). Raises ``ValueError`` naming ``text`` when it is not an instant."""
+    dashboard promise). Raises ``ValueError`` naming ``text`` when it is not an instant, or
+    when its UTC time falls outside the years 1..9999 (``0001-01-01T00:00+01:00``)."""
     try:
         value = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise ValueError(f"{text!r} is not an ISO time like 2026-01-20T02:00Z") from None
-    return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    except OverflowError:
+        raise ValueError(f"{text!r} is out of range (years 1 to 9999 in UTC)") from None
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,12 @@ class Schedule:
     _tz: ZoneInfo = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.cron, str):
+            raise InvalidJobDefinition(f"cron must be text like '0 2 * * *', got {self.cron!r}")
+        if not isinstance(self.timezone, str) or not self.timezone.strip():
+            raise InvalidJobDefinition(
+                f"timezone must be an IANA name like 'Europe/Berlin', got {self.timezone!r}"
+            )
         fields = self.cron.split()
         if len(fields) != 5:
             raise InvalidJobDefinition(
@@ -72,19 +82,36 @@ class Schedule:
         return self._tz
 
     def next_after(self, when: datetime) -> datetime:
-        """The first window strictly after ``when`` (UTC)."""
-        return _step(self.cron, self._tz, utc(when), False)
+        """The first window strictly after ``when`` (UTC); ``ValueError`` when it would lie
+        past the year 9999."""
+        try:
+            return _step(self.cron, self._tz, utc(when), False)
+        except OverflowError:
+            raise ValueError(f"no window of {self.cron!r} after {when}: out of range") from None
 
     def floor(self, when: datetime) -> datetime:
-        """The latest window at or before ``when`` (UTC): maps any tick time to its window."""
-        return _step(self.cron, self._tz, utc(when).replace(microsecond=0) + _ONE_SECOND, True)
+        """The latest window at or before ``when`` (UTC): maps any tick time to its window.
+        ``ValueError`` at the edges of the calendar (years 1 and 9999) where it cannot be
+        computed."""
+        try:
+            return _step(self.cron, self._tz, utc(when).replace(microsecond=0) + _ONE_SECOND, True)
+        except OverflowError:
+            raise ValueError(f"no window of {self.cron!r} at {when}: out of range") from None
 
     def windows(self, start: datetime, end: datetime) -> Iterator[datetime]:
-        """Windows ``w`` with ``start <= w <= end``, oldest first."""
+        """Windows ``w`` with ``start <= w <= end``, oldest first. ``ValueError`` when ``start``
+        is too close to the year 1 to look from (``0001-01-01T00:00Z``); the windows end with
+        the year 9999."""
         end = utc(end)
-        current = utc(start) - _ONE_SECOND
-        for local in CronSim(self.cron, current.astimezone(self._tz)):
-            window = utc(local)
+        try:
+            iterator = CronSim(self.cron, (utc(start) - _ONE_SECOND).astimezone(self._tz))
+        except OverflowError:
+            raise ValueError(f"windows from {start}: out of range") from None
+        while True:
+            try:
+                window = utc(next(iterator))
+            except (OverflowError, StopIteration):  # past the year 9999: no more windows
+                return
             if window > end:
                 return
             yield window

@@ -140,7 +140,15 @@ class RunContext:
         return (min(limits) - lease.clock()).total_seconds()
 
     def count(self, name: str, amount: int = 1) -> None:
-        """Add to a counter reported with the run's completion."""
+        """Add ``amount`` (an int) to the counter ``name`` (non-empty text), reported with the
+        run's completion. Raises ``TypeError``/``ValueError`` here, in the handler, for
+        anything else: the store would refuse it only at the completion."""
+        if not isinstance(name, str):
+            raise TypeError(f"counter names are text, got {name!r}")
+        if not name:
+            raise ValueError("counter names must not be empty")
+        if type(amount) is not int and (isinstance(amount, bool) or not isinstance(amount, int)):
+            raise TypeError(f"counter {name!r}: the amount is an integer, got {amount!r}")
         self.counters[name] = self.counters.get(name, 0) + amount
 
     # -- checkpoints ------------------------------------------------------------------------
@@ -202,9 +210,24 @@ class RunContext:
         :class:`~cronwarden.model.errors.FingerprintMismatch`.
 
         ``key``: a function of the item, an attribute/dict-key name, or None for ``str(item)``.
+
+        ``fingerprint_of``: what of an item must stay the same across attempts (default: the
+        item). It is digested as JSON with sorted keys; a value JSON cannot encode stands for
+        its ``str`` (a datetime, a Decimal), or, when that holds a memory address (a plain
+        object's default repr), for its content: a dataclass's fields, else its attributes
+        (``vars`` and ``__slots__``), encoded the same way. An object with no content at all
+        stands for its type's name alone, so a change in it is not detected: return what
+        identifies its input (``fingerprint_of=lambda c: c.email``).
+
+        ``batch_size``: items claimed per ledger write (an int of at least 1; at most, and by
+        default, the engine's ``batch_size``).
         """
         ledger = self._ledger
-        size = min(batch_size or ledger.batch_size, ledger.batch_size)
+        if batch_size is not None and (
+            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
+        ):
+            raise ValueError(f"batch_size must be at least 1, got {batch_size!r}")
+        size = ledger.batch_size if batch_size is None else min(batch_size, ledger.batch_size)
         if size < 1:
             raise ValueError("batch_size must be at least 1")
         every = ledger.flush_every if isinstance(flush_every, _Default) else flush_every

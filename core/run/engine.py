@@ -90,6 +90,10 @@ class EngineSettings:
     #: seconds a fenced write the store did not apply is retried (backoff) before it fails
     store_retry_for: float = 30.0
 
+    def __post_init__(self) -> None:
+        # "quarantine" given as text must not quietly act as redo (the ledger compares members)
+        self.uncertain = Uncertain.of(self.uncertain)
+
 
 class Engine:
     """Runs requests of ``jobs`` against ``store``; one instance per worker process is enough."""

@@ -86,6 +86,20 @@ class Uncertain(enum.StrEnum):
     REDO = "redo"  #: yield them again (flagged ``uncertain``); pass the idempotency key on
     QUARANTINE = "quarantine"  #: skip them and record them for a human to check
 
+    @classmethod
+    def of(cls, value: object) -> Uncertain:
+        """``value`` (a member, or its value in any case: ``"Quarantine"``) as a member;
+        ``ValueError`` naming the choices for anything else (never a silent ``redo``)."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            try:
+                return cls(value.strip().lower())
+            except ValueError:
+                pass
+        choices = ", ".join(repr(member.value) for member in cls)
+        raise ValueError(f"uncertain must be one of {choices} (or Uncertain.*), got {value!r}")
+
 
 @dataclass(frozen=True)
 class LedgerItem(Generic[T]):
@@ -211,7 +225,7 @@ class Ledger:
         #: seconds of items finished (the longest aside) after which the *done* marks owed are
         #: written within a batch (a fenced group commit); None: only with the next batch's page
         self.flush_every = flush_every
-        self.uncertain = uncertain
+        self.uncertain = Uncertain.of(uncertain)  # compared by identity in claim()
         self.retention = retention
         self._clock = clock
         self.fence = fence
