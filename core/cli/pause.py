@@ -9,24 +9,28 @@ from typing import Any
 
 import click
 
-from .common import JOBS, PROVIDER
+from .common import JOBS, PROVIDER, Fail
 
 _RELATIVE = re.compile(r"^\d+[smhdw]?(\d+[smhd])*$")
 
 
 def _when(text: str | None, now: datetime) -> datetime | None:
-    """An ISO time (UTC when no offset) or a duration from now such as ``8h`` / ``2d``."""
+    """An ISO time (UTC when no offset) or a duration from now such as ``8h`` / ``2d``
+    (:class:`Fail`, exit 2, when it is neither or lies beyond the last representable time)."""
     if text is None:
         return None
     from ..model.durations import parse_duration
     from ..model.schedule import parse_instant
 
     if _RELATIVE.match(text.strip()):
-        return now + parse_duration(text.strip(), field="--until")
+        try:
+            return now + parse_duration(text.strip(), field="--until")
+        except OverflowError:
+            raise Fail(f"--until {text!r}: out of range (too far ahead)") from None
     try:
         return parse_instant(text)
     except ValueError:
-        raise click.BadParameter(f"{text!r}: an ISO time or a duration like 8h") from None
+        raise Fail(f"--until {text!r}: an ISO time or a duration like 8h") from None
 
 
 def _open(jobs_target: str, provider: str, name: str) -> tuple[Any, Any]:
@@ -38,25 +42,47 @@ def _open(jobs_target: str, provider: str, name: str) -> tuple[Any, Any]:
 _BY = click.option("--by", help="Who (default: $USER@host).")
 
 
+_REPLACE_PAUSE = click.option(
+    "--replace", is_flag=True, help="Replace the pause in force (default: refuse, naming it)."
+)
+_REPLACE_SNOOZE = click.option(
+    "--replace", is_flag=True, help="Replace the snooze in force (default: refuse, naming it)."
+)
+
+
+def _refused(exc: ValueError) -> Fail:
+    """The one line (exit 2) for a refused pause / snooze: the API names the field first."""
+    return Fail(str(exc) if str(exc).startswith("--") else f"--{exc}")
+
+
 @click.command()
 @JOBS
 @PROVIDER
 @_BY
 @click.option("--reason", required=True, help="Why (shown in status and the audit log).")
 @click.option("--until", help="ISO time or duration (8h); default: until resumed.")
+@_REPLACE_PAUSE
 @click.argument("job_name")
 def pause(
-    jobs_target: str, provider: str, by: str | None, reason: str, until: str | None, job_name: str
+    jobs_target: str,
+    provider: str,
+    by: str | None,
+    reason: str,
+    until: str | None,
+    replace: bool,
+    job_name: str,
 ) -> None:
     """Pause JOB_NAME: its scheduled fires are recorded as excused windows instead of running
     (runs by hand still go through) and the watcher stays quiet about them. A window already
-    running finishes first."""
+    running finishes first. A job already paused is refused (exit 2, naming that pause)
+    unless --replace."""
     from ..jobs import pause as paused
     from ..model.logs import configure, get_logger
 
     configure()
-    _, prov = _open(jobs_target, provider, job_name)
     now = datetime.now(UTC)
+    end = _when(until, now)
+    _, prov = _open(jobs_target, provider, job_name)
     try:
         view = paused.pause(
             prov.store(),
@@ -64,10 +90,13 @@ def pause(
             reason=reason,
             by=by or paused.default_actor(),
             now=now,
-            until=_when(until, now),
+            until=end,
+            replace=replace,
         )
+    except paused.AlreadyPaused as exc:
+        raise Fail(f"{exc}; resume it first, or pass --replace to replace that pause") from None
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--until/--reason") from None
+        raise _refused(exc) from None
     finally:
         prov.close()
     get_logger("ops").info(
@@ -107,19 +136,27 @@ def resume(jobs_target: str, provider: str, by: str | None, job_name: str) -> No
 @_BY
 @click.option("--until", required=True, help="ISO time or duration (8h).")
 @click.option("--reason", default="", help="Why.")
+@_REPLACE_SNOOZE
 @click.argument("job_name")
 def snooze(
-    jobs_target: str, provider: str, by: str | None, until: str, reason: str, job_name: str
+    jobs_target: str,
+    provider: str,
+    by: str | None,
+    until: str,
+    reason: str,
+    replace: bool,
+    job_name: str,
 ) -> None:
-    """Mute JOB_NAME's alerts until a time; what still fires then is announced once."""
+    """Mute JOB_NAME's alerts until a time; what still fires then is announced once. A job
+    already snoozed is refused (exit 2, naming that snooze) unless --replace."""
     from ..jobs import pause as paused
     from ..model.logs import configure, get_logger
 
     configure()
-    _, prov = _open(jobs_target, provider, job_name)
     now = datetime.now(UTC)
     end = _when(until, now)
     assert end is not None
+    _, prov = _open(jobs_target, provider, job_name)
     try:
         paused.snooze(
             prov.store(),
@@ -128,9 +165,12 @@ def snooze(
             by=by or paused.default_actor(),
             now=now,
             reason=reason,
+            replace=replace,
         )
+    except paused.AlreadySnoozed as exc:
+        raise Fail(f"{exc}; unsnooze it first, or pass --replace to replace that snooze") from None
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--until") from None
+        raise _refused(exc) from None
     finally:
         prov.close()
     get_logger("ops").info("%s snoozed", job_name, extra={"event": "job.snoozed", "job": job_name})
@@ -143,19 +183,25 @@ def snooze(
 @_BY
 @click.argument("job_name")
 def unsnooze(jobs_target: str, provider: str, by: str | None, job_name: str) -> None:
-    """End JOB_NAME's snooze now."""
+    """End JOB_NAME's snooze now (like ``resume`` of a job not paused, a job not snoozed is
+    said so, exit 0)."""
     from ..jobs import pause as paused
     from ..model.logs import configure
+    from ..model.records import iso
 
     configure()
     _, prov = _open(jobs_target, provider, job_name)
     try:
-        paused.unsnooze(
+        ended = paused.unsnooze(
             prov.store(), job_name, by=by or paused.default_actor(), now=datetime.now(UTC)
         )
     finally:
         prov.close()
-    click.echo(f"{job_name}: snooze ended")
+    if ended is None:
+        click.echo(f"{job_name} was not snoozed")
+        return
+    until = iso(ended.until) if ended.until else "?"
+    click.echo(f"{job_name}: snooze ended (was snoozed by {ended.by} until {until})")
 
 
 def register(group: click.Group) -> None:

@@ -19,9 +19,11 @@ def status_row(item: Any) -> dict[str, Any]:
     a dead-lettered or overran last run is an alert, not "ok"."""
     st = item.status
     shown = st.get("status") or st.get("moved") or st.get("moving_in")  # a moved job: where
-    state = item.state_text if shown else "never run"  # with a pause in force
+    # no run yet: the state text's "-" (no last run) reads "never run"; the pause or snooze
+    # in force and the upstreams waited on that follow it still show
+    state = item.state_text if shown else "never run" + item.state_text.removeprefix("-")
     waiting = str(getattr(item, "waiting_on", None) or "")
-    if not st.get("status") and waiting:
+    if shown and not st.get("status") and waiting:
         state = f"never run; {waiting}"  # a dependent job's upstream has not succeeded
     alerts = [c.value for c in item.conditions]
     if state == "dead_lettered" and "dead_lettered" not in alerts:

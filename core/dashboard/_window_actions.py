@@ -18,6 +18,14 @@ from .views import BadRequest, NotFound
 
 #: the actions this module serves, by their URL name
 NAMES = ("resolve", "rerun", "pause", "resume")
+#: the body fields each action takes; any other is refused (a misspelt field, or one the API
+#: does not offer, would otherwise be dropped without a word)
+FIELDS = {
+    "resolve": ("job", "window", "reason"),
+    "rerun": ("job", "window"),
+    "pause": ("job", "reason", "until", "replace"),
+    "resume": ("job",),
+}
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,31 @@ def _window(job: Job, body: Mapping[str, Any], now: datetime) -> datetime:
         raise BadRequest(str(exc)) from None
 
 
+def _until(body: Mapping[str, Any]) -> datetime | None:
+    """A pause's ``until`` (an ISO time; none: until resumed)."""
+    from ..model.schedule import parse_instant
+
+    value = body.get("until")
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise BadRequest("until must be an ISO time like 2026-01-20T02:00Z")
+    try:
+        return parse_instant(value)
+    except ValueError as exc:
+        raise BadRequest(f"until: {exc}") from None
+
+
+def _flag(body: Mapping[str, Any], name: str) -> bool:
+    """A yes/no field: JSON true/false, or a form's "true"/"false" (absent: false)."""
+    value = body.get(name, False)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "on", ""):
+        return value.lower() in ("true", "on")
+    raise BadRequest(f"{name} must be true or false")
+
+
 def perform(
     name: str,
     body: Mapping[str, Any],
@@ -76,12 +109,26 @@ def perform(
     """Run action ``name`` with ``body``'s fields; the JSON answer. Raises :class:`BadRequest`
     for a refused action (the message says why) and :class:`NotFound` for an unknown job."""
     log = get_logger("ops")
+    unknown = sorted(str(field) for field in body if field not in FIELDS.get(name, ()))
+    if unknown:
+        raise BadRequest(
+            f"{name} takes {', '.join(FIELDS[name])}; unknown field(s): {', '.join(unknown)}"
+        )
     job = _job(jobs, body)
     at = now()
     if name == "pause":
-        view = paused.pause(
-            store, job.name, reason=_text(body, "reason", required=True), by=actor, now=at
-        )
+        try:
+            view = paused.pause(
+                store,
+                job.name,
+                reason=_text(body, "reason", required=True),
+                by=actor,
+                now=at,
+                until=_until(body),
+                replace=_flag(body, "replace"),
+            )
+        except ValueError as exc:  # paused already (AlreadyPaused), an end not ahead
+            raise BadRequest(str(exc)) from None
         log.info(
             "%s %s", job.name, view.describe(),
             extra={"event": "job.paused", "job": job.name, "actor": actor},

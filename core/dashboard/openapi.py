@@ -310,7 +310,12 @@ _ACTIONS = (
         ["job", "window", "reason"],
     ),
     ("rerun", "Enqueue a finished window again as a new generation", ["job", "window"]),
-    ("pause", "Pause a job (its scheduled fires become excused windows)", ["job", "reason"]),
+    (
+        "pause",
+        "Pause a job (its scheduled fires become excused windows); a job paused already is "
+        "refused (400) unless replace is true; until: an ISO time (none: until resumed)",
+        ["job", "reason"],
+    ),
     ("resume", "Resume a paused job", ["job"]),
 )
 
@@ -318,6 +323,9 @@ _ACTIONS = (
 def _action(summary: str, required: list[str]) -> dict[str, Any]:
     """A POST action taking the JSON body ``required`` and the bearer token."""
     body = _obj(required, **{name: _STR for name in required})
+    if "reason" in required and "window" not in required:  # pause: its optional fields
+        body["properties"].update(until={"type": "string"}, replace={"type": "boolean"})
+    body["additionalProperties"] = False
     return {
         "post": {
             "summary": summary,

@@ -27,7 +27,7 @@ import secrets
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..model.errors import CommitConflict
@@ -36,6 +36,9 @@ from ..model.records import LockRecord, iso, lock_key_of, parse_iso, status_key_
 
 LOG_SIZE = 20
 _ROUNDS = 5
+#: the furthest a pause's or a snooze's ``until`` may lie ahead of now (a pause with no end is
+#: open-ended instead); further is taken for a typo (``--until 99999d``)
+MAX_AHEAD = timedelta(days=3653)
 
 
 def default_actor() -> str:
@@ -72,6 +75,31 @@ class SnoozeView:
 
     def active(self, now: datetime) -> bool:
         return self.until is not None and self.until > now
+
+
+class AlreadyPaused(ValueError):
+    """``pause(..., replace=False)`` of a job whose pause is in force; ``current`` is that pause."""
+
+    def __init__(self, job: str, current: PauseView) -> None:
+        self.job, self.current = job, current
+        until = iso(current.until) if current.until is not None else "resumed"
+        since = f" since {iso(current.at)}" if current.at else ""
+        super().__init__(
+            f"{job} is already paused by {current.by}{since} until {until}: {current.reason}"
+        )
+
+
+class AlreadySnoozed(ValueError):
+    """``snooze(..., replace=False)`` of a job whose snooze is in force; ``current`` is it."""
+
+    def __init__(self, job: str, current: SnoozeView) -> None:
+        self.job, self.current = job, current
+        since = f" since {iso(current.at)}" if current.at else ""
+        until = iso(current.until) if current.until is not None else "?"
+        super().__init__(
+            f"{job}'s alerts are already snoozed by {current.by}{since} until {until}: "
+            f"{current.reason or '(no reason given)'}"
+        )
 
 
 def _view(data: Any) -> dict[str, Any] | None:
@@ -119,6 +147,17 @@ def excused(status: Mapping[str, Any], window: datetime, now: datetime) -> bool:
     last = _view(status.get("last_pause")) or {}
     start, ended = parse_iso(last.get("at")), parse_iso(last.get("ended"))
     return start is not None and ended is not None and start <= window <= ended
+
+
+def _check_until(until: datetime, now: datetime, what: str) -> None:
+    """``until`` must lie in the future, at most :data:`MAX_AHEAD` ahead (ValueError)."""
+    if until <= now:
+        raise ValueError(f"until {iso(until)}: a {what} must end in the future")
+    if until - now > MAX_AHEAD:
+        raise ValueError(
+            f"until {iso(until)}: a {what} may end at most {MAX_AHEAD.days} days ahead"
+            + (" (leave out until for a pause that lasts until resumed)" if what == "pause" else "")
+        )
 
 
 def _log(status: Mapping[str, Any], entry: dict[str, Any]) -> list[dict[str, Any]]:
@@ -177,16 +216,28 @@ def _commit_once(
 
 
 def pause(
-    store: Store, job: str, *, reason: str, by: str, now: datetime, until: datetime | None = None
+    store: Store,
+    job: str,
+    *,
+    reason: str,
+    by: str,
+    now: datetime,
+    until: datetime | None = None,
+    replace: bool = True,
 ) -> PauseView:
     """Pause ``job``: its status records who, when, why and until when, and the job's lock
     carries the pause, so its scheduled fires are excused (state ``excused``, reason
     ``paused``) without running, while runs by hand still go through. Two reads (the audit
-    log, the lock) and one commit. A window already running finishes first."""
+    log, the lock) and one commit. A window already running finishes first.
+
+    A pause in force is replaced when ``replace`` (the default, as before; the windows it
+    covered stay excused as ``last_pause``); with ``replace=False`` it raises
+    :class:`AlreadyPaused` naming it instead. ValueError: an empty ``reason``, or ``until`` not
+    in the future or more than :data:`MAX_AHEAD` ahead."""
     if not reason.strip():
-        raise ValueError("a pause needs a reason")
-    if until is not None and until <= now:
-        raise ValueError("a pause must end in the future")
+        raise ValueError(f"reason {reason!r}: a pause needs a reason")
+    if until is not None:
+        _check_until(until, now, "pause")
     entry = {
         "id": secrets.token_hex(4),
         "by": by,
@@ -195,7 +246,18 @@ def pause(
         "until": iso(until) if until else None,
     }
     status = _current(store, job)
-    fields = {"pause": entry, "pause_log": _log(status, {"action": "pause", **entry})}
+    fields: dict[str, Any] = {"pause": entry}
+    logged: dict[str, Any] = {"action": "pause", **entry}
+    previous = pause_of(status)
+    if previous is not None:
+        if not replace and previous.active(now):
+            raise AlreadyPaused(job, previous)
+        if previous.at is not None:  # windows it covered stay excused (see :func:`excused`)
+            ended = min(now, previous.until) if previous.until is not None else now
+            fields["last_pause"] = {"at": iso(previous.at), "ended": iso(ended)}
+        if previous.active(now):
+            logged["replaced"] = previous.id
+    fields["pause_log"] = _log(status, logged)
     _commit_with_lock(store, job, entry, Merge(status_key_of(job), fields), now)
     view = pause_of({"pause": entry})
     assert view is not None
@@ -219,30 +281,48 @@ def resume(store: Store, job: str, *, by: str, now: datetime) -> PauseView | Non
 
 
 def snooze(
-    store: Store, job: str, *, until: datetime, by: str, now: datetime, reason: str = ""
+    store: Store,
+    job: str,
+    *,
+    until: datetime,
+    by: str,
+    now: datetime,
+    reason: str = "",
+    replace: bool = True,
 ) -> None:
-    """Mute ``job``'s alerts until ``until`` (the watcher still evaluates and records them)."""
-    if until <= now:
-        raise ValueError("a snooze must end in the future")
+    """Mute ``job``'s alerts until ``until`` (the watcher still evaluates and records them).
+
+    A snooze in force is replaced when ``replace`` (the default, as before); with
+    ``replace=False`` it raises :class:`AlreadySnoozed` naming it instead. ValueError:
+    ``until`` not in the future or more than :data:`MAX_AHEAD` ahead."""
+    _check_until(until, now, "snooze")
     entry = {"by": by, "at": iso(now), "reason": reason, "until": iso(until)}
     status = _current(store, job)
+    current = snooze_of(status)
+    if not replace and current is not None and current.active(now):
+        raise AlreadySnoozed(job, current)
     fields = {"snooze": entry, "pause_log": _log(status, {"action": "snooze", **entry})}
     store.commit([Merge(status_key_of(job), fields)])
 
 
-def unsnooze(store: Store, job: str, *, by: str, now: datetime) -> None:
-    """End the snooze now; the next check announces what is still firing."""
+def unsnooze(store: Store, job: str, *, by: str, now: datetime) -> SnoozeView | None:
+    """End the snooze now; the next check announces what is still firing. Returns the snooze
+    that ended, or None (nothing written) when no snooze was in force (none, or it expired)."""
     status = _current(store, job)
     current = snooze_of(status)
-    if current is None:
-        return
+    if current is None or not current.active(now):
+        return None
     entry = {**(status.get("snooze") or {}), "until": iso(now)}
     log = _log(status, {"action": "unsnooze", "by": by, "at": iso(now)})
     store.commit([Merge(status_key_of(job), {"snooze": entry, "pause_log": log})])
+    return current
 
 
 __all__ = [
     "LOG_SIZE",
+    "MAX_AHEAD",
+    "AlreadyPaused",
+    "AlreadySnoozed",
     "PauseView",
     "SnoozeView",
     "active_pause",

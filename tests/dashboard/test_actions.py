@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import re
 import warnings
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ with warnings.catch_warnings():
 from cronwarden.jobs.pause import pause_of
 from cronwarden.model.records import RunRecord, run_key_of, status_key_of
 
+from . import seed
 from .conftest import TOKEN
 
 AUTH = {"authorization": f"Bearer {TOKEN}"}
@@ -101,6 +103,35 @@ def test_api_pause_and_resume(actions_app: Any, provider: Any) -> None:
         ).status_code
         == 404
     )
+
+
+def test_api_pause_never_replaces_a_pause_unasked_and_refuses_unknown_fields(
+    actions_app: Any, provider: Any
+) -> None:
+    client = TestClient(actions_app)
+    first = {"job": "healthy", "reason": "do not run until I say"}
+    assert client.post("/api/actions/pause", json=first, headers=AUTH).status_code == 200
+    end = (seed.NOW + timedelta(days=30)).strftime("%Y-%m-%dT%H:%MZ")
+    second = {"job": "healthy", "reason": "short", "until": end}
+    refused = client.post("/api/actions/pause", json=second, headers=AUTH)
+    assert refused.status_code == 400 and "already paused" in refused.json()["error"]
+    status = provider.store().get(status_key_of("healthy"))
+    view = pause_of(status.data if status else {})
+    assert view is not None and view.reason == "do not run until I say" and view.until is None
+    typo = client.post(
+        "/api/actions/pause", json={**second, "replace": True, "untill": "x"}, headers=AUTH
+    )
+    assert typo.status_code == 400 and "unknown field(s): untill" in typo.json()["error"]
+    replaced = client.post("/api/actions/pause", json={**second, "replace": True}, headers=AUTH)
+    assert replaced.status_code == 200, replaced.text
+    status = provider.store().get(status_key_of("healthy"))
+    view = pause_of(status.data if status else {})
+    assert view is not None and view.reason == "short"
+    assert view.until == seed.NOW.replace(second=0, microsecond=0) + timedelta(days=30)
+    bad_end = client.post(
+        "/api/actions/pause", json={**second, "replace": True, "until": "soon"}, headers=AUTH
+    )
+    assert bad_end.status_code == 400 and "until" in bad_end.json()["error"]
 
 
 def test_form_actions_need_session_and_csrf(actions_app: Any, provider: Any) -> None:
