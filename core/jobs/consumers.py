@@ -202,6 +202,10 @@ def consumer(
         raise InvalidJobDefinition(
             f"{name}: overlap must be one of {choices}, got {overlap!r}"
         ) from exc
+    if retry is not None and not isinstance(retry, Retry):
+        raise InvalidJobDefinition(
+            f"{name}: retry must be a cronwarden.Retry (e.g. Retry(max_attempts=5)), got {retry!r}"
+        )
     if schema is not None:
         _check_schema_document(name, schema)
     rate = None if at_least is None else EventRate.of(at_least, name)

@@ -22,8 +22,8 @@ from .crontab import CronEntry, Crontab, EnvLine
 __all__ = ["job_names", "render_module"]
 
 _NAME_CHARS = re.compile(r"[^a-z0-9]+")
-_OWNER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+/-]{0,99}$")
-_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,62}$")
+_OWNER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+/-]{0,99}\Z")
+_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,62}\Z")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 #: Environment names that are cron's own settings, not the command's environment.
 _CRON_SETTINGS = {"CRON_TZ", "MAILTO", "MAILFROM", "RANDOM_DELAY", "CONTENT_TYPE"}

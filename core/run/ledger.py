@@ -41,6 +41,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -563,9 +564,12 @@ def read_window_items(
 
 
 def key_function(key: Callable[[Any], Any] | str | None) -> Callable[[Any], Any]:
-    """An item's key: a function of the item, an attribute/dict-key name, or ``str(item)``."""
+    """An item's key: a function of the item, an attribute/dict-key name, or ``str(item)``
+    (refused, ValueError, when that text holds a memory address: ``<Customer object at
+    0x7f…>`` differs on every attempt, so a retry would take every item for a new one and
+    repeat its side effect)."""
     if key is None:
-        return str
+        return _text_key
     if callable(key):
         return key
     name = key
@@ -576,6 +580,20 @@ def key_function(key: Callable[[Any], Any] | str | None) -> Callable[[Any], Any]
         return getattr(value, name)
 
     return by_name
+
+
+def _text_key(value: Any) -> str:
+    text = str(value)
+    if " at 0x" in text and _ADDRESS.search(text):
+        raise ValueError(
+            f"an item of type {type(value).__name__} has no stable key: its text {text[:80]!r} "
+            "holds a memory address, which differs on every attempt; pass key= (a function "
+            "or an attribute name, e.g. key='id')"
+        )
+    return text
+
+
+_ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+")
 
 
 def valid_key(raw: Any) -> str:

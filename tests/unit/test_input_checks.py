@@ -404,3 +404,31 @@ def test_items_batch_size_below_one_is_refused(tmp_path: Path, batch_size: Any) 
         assert len(seen) == 1 and "batch_size must be at least 1" in str(seen[0])
     finally:
         provider.close()
+
+
+# -- follow-ups: keys by text, consumers' retry -----------------------------------------------
+
+
+def test_items_without_a_key_whose_text_is_an_address_are_refused_before_any_effect(
+    tmp_path: Path,
+) -> None:
+    effects: list[int] = []
+
+    def handler(ctx: RunContext) -> None:
+        for item in ctx.items([Customer(i, f"c{i}@x") for i in range(3)]):  # no key=
+            effects.append(item.value.id)
+
+    job = cronwarden.job("mail", cron="0 2 * * *", max_runtime="5m")(handler)
+    provider, engine = _engine(tmp_path, job)
+    try:
+        outcome = engine.execute(RunRequest("mail", W))
+        assert outcome.kind is OutcomeKind.FAILED
+        assert "no stable key" in outcome.detail and "key=" in outcome.detail
+        assert effects == []  # refused at the claim: no side effect to repeat on the retry
+    finally:
+        provider.close()
+
+
+def test_a_consumer_retry_of_the_wrong_type_fails_at_declaration() -> None:
+    with pytest.raises(InvalidJobDefinition, match=r"retry must be a cronwarden\.Retry"):
+        cronwarden.consumer("orders", key="id", max_runtime="1m", retry=5)  # type: ignore[arg-type]
