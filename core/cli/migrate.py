@@ -12,7 +12,9 @@ disagree).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
+import shlex
 import sys
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
@@ -25,6 +27,8 @@ from .common import EXIT_FAILED, JOBS, STATE_ENV, Fail
 
 _NAMES = tuple(sorted(PROVIDERS))  #: every provider the loader knows
 _DEFAULT_LOCAL_PATH = os.path.join(".cronwarden", "state.db")
+#: the longest ``--wait`` (a year): a run in flight outlasting it is taken over anyway
+MAX_WAIT = 365 * 86400.0
 
 
 def read_env_file(path: str) -> dict[str, str]:
@@ -66,21 +70,127 @@ def overlay(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = old
 
 
+def _local_path() -> str:
+    """The local provider's own reading of its path (``$CRONWARDEN_LOCAL_PATH``), absolute."""
+    return os.path.abspath(os.environ.get(STATE_ENV) or _DEFAULT_LOCAL_PATH)
+
+
+def _postgres_target(dsn: str, schema: str) -> str | None:
+    """``host:port/database schema S`` of a Postgres DSN (URL or ``key=value`` form; libpq's
+    ``PG*`` variables and defaults fill what it leaves out), never its password; ``None`` when
+    the DSN cannot be read here (the provider then says what is wrong with it)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    fields: dict[str, str] = {}
+    try:
+        if "://" in dsn:
+            url = urlsplit(dsn)
+            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            fields = {
+                "host": query.get("host") or url.hostname or "",
+                "port": query.get("port") or str(url.port or ""),
+                "dbname": query.get("dbname") or url.path.lstrip("/"),
+                "user": query.get("user") or url.username or "",
+            }
+        else:
+            fields = dict(part.split("=", 1) for part in shlex.split(dsn) if "=" in part)
+    except ValueError:
+        return None
+    host = (fields.get("host") or os.environ.get("PGHOST") or "localhost").lower()
+    port = fields.get("port") or os.environ.get("PGPORT") or "5432"
+    user = fields.get("user") or os.environ.get("PGUSER") or ""
+    database = fields.get("dbname") or os.environ.get("PGDATABASE") or user
+    return f"{host}:{port}/{database} schema {schema}"
+
+
+def store_identity(name: str) -> str | None:
+    """What identifies the store provider ``name`` reaches under the current environment, as
+    one line without secrets (two sides with equal identities are one store); ``None`` when
+    not cheaply known (the provider's own settings error is left to building it)."""
+    from ..model.errors import ConfigurationError
+
+    try:
+        if name == "local":
+            return f"local {os.path.realpath(_local_path())}"
+        if name == "postgres":
+            from ..adapters.postgres.settings import PostgresSettings
+
+            pg = PostgresSettings.from_env()
+            target = _postgres_target(pg.dsn, pg.schema)
+            return None if target is None else f"postgres {target}"
+        if name == "aws":
+            from ..adapters.aws.settings import AwsSettings
+
+            aws = AwsSettings.from_env()
+            return f"aws {aws.region} {aws.endpoint_url or ''} table {aws.table}"
+        if name == "gcp":
+            from ..adapters.gcp.settings import GcpSettings
+
+            gcp = GcpSettings.from_env()
+            where = f"{gcp.project} {gcp.firestore_emulator_host}".strip()
+            return f"gcp {where} database {gcp.database} prefix {gcp.collection_prefix!r}"
+        if name == "azure":
+            from ..adapters.azure.settings import AzureSettings
+
+            az = AzureSettings.from_env()
+            parts = dict(
+                p.split("=", 1) for p in az.storage_connection_string.split(";") if "=" in p
+            )
+            account = (
+                az.table_account_url.rstrip("/").lower()
+                or parts.get("TableEndpoint", "").rstrip("/").lower()
+                or parts.get("AccountName", "")
+            )
+            return f"azure {account} table {az.table}" if account else None
+    except (ConfigurationError, ImportError):
+        return None
+    return None
+
+
+def _absent(name: str, *, queue: bool = False) -> str | None:
+    """The local file of a side (its state, or with ``queue`` its queue) when it does not
+    exist: opening it would create it."""
+    if name != "local":
+        return None
+    path = _local_path() + ("-queue" if queue else "")
+    return None if os.path.exists(path) else path
+
+
 def _side(
-    name: str, label: str | None, env: Mapping[str, str], *, must_exist: bool = False
+    name: str,
+    label: str | None,
+    env: Mapping[str, str],
+    *,
+    must_exist: bool = False,
+    read_only: bool = False,
 ) -> tuple[Any, Any]:
-    """The provider of one side, built (and its store and queue reached once) under ``env``."""
+    """The provider of one side, built (and its store and queue reached once) under ``env``.
+
+    ``read_only`` (``--dry-run``, ``--verify``): a local file that does not exist is not
+    created; an empty store or queue in memory stands in for it (said on stdout)."""
     from ..jobs.loading import provider_from_env
     from ..model.ports import STATUS, Key
     from ..ops.migrate import Side
 
     with overlay(env):
         if must_exist and name == "local":
-            # the local provider's own reading of its path (a missing source is an error, never
-            # a new empty state fenced and "moved")
-            path = os.path.abspath(os.environ.get(STATE_ENV) or _DEFAULT_LOCAL_PATH)
+            # a missing source is an error, never a new empty state fenced and "moved"
+            path = _local_path()
             if not os.path.exists(path):
                 raise Fail(f"source state {path} does not exist (set {STATE_ENV})")
+        missing = (_absent(name), _absent(name, queue=True)) if read_only else (None, None)
+        if any(missing):
+            from ..testing.queue import MemoryQueue
+            from ..testing.store import MemoryStore
+
+            side = label or name
+            paths = " and ".join(filter(None, missing))
+            # on stderr: stdout stays the plan (or the verdict), as when both files exist
+            click.echo(f"note: {side}: {paths} not there (not created; read as empty)", err=True)
+            provider = provider_from_env(name)  # builds no client: the files open on first use
+            store = MemoryStore() if missing[0] else provider.store()
+            queue = MemoryQueue() if missing[1] else provider.queue()
+            return provider, Side(side, store, queue)
         provider = provider_from_env(name)
         store, queue = provider.store(), provider.queue()
         store.get(Key(STATUS, "_migrate"))  # clients are made now, under this side's settings
@@ -129,14 +239,21 @@ def migrate(
     destination opens. Safe to repeat: a run killed anywhere is finished by running it again."""
     from ..jobs.config import load_jobs
     from ..model.logs import configure
-    from ..ops.migrate import Migration, MigrationError, left_behind, scheduled_jobs
+    from ..ops.migrate import (
+        DestinationHasState,
+        Migration,
+        MigrationError,
+        left_behind,
+        scheduled_jobs,
+    )
     from ..ops.migrate_check import plan
     from ..ops.migrate_check import verify as check
 
     if sum((prepare, dry_run, verify)) > 1:
         raise Fail("--prepare, --dry-run and --verify are separate runs; give one")
-    if wait < 0:
-        raise Fail(f"--wait must be 0 or more seconds, got {wait}")
+    if not (math.isfinite(wait) and 0 <= wait <= MAX_WAIT):
+        within = "" if wait < 0 else f" (a finite number, at most {MAX_WAIT:.0f})"
+        raise Fail(f"--wait must be 0 or more seconds, got {wait}{within}")
     configure()
     src_env = read_env_file(from_env) if from_env else {}
     dst_env = read_env_file(to_env) if to_env else {}
@@ -150,14 +267,28 @@ def migrate(
     if (from_label or source) == (to_label or destination):
         label = from_label or source
         raise Fail(f"--from and --to are both {label!r}; give --from-label / --to-label")
+    with overlay(src_env):
+        src_is = store_identity(source)
+    with overlay(dst_env):
+        dst_is = store_identity(destination)
+    if src_is is not None and src_is == dst_is:
+        # labels differ, yet both sides are one store: the "move" would fence the jobs
+        # against themselves and delete the dead letters it had just "moved"
+        raise Fail(f"--from and --to are the same store ({src_is}); nothing to move")
+    read_only = dry_run or verify
     opened: list[Any] = []
     try:
-        src_provider, src = _side(source, from_label, src_env, must_exist=True)
+        src_provider, src = _side(source, from_label, src_env, must_exist=True, read_only=read_only)
         opened.append(src_provider)
-        dst_provider, dst = _side(destination, to_label, dst_env)
+        dst_provider, dst = _side(destination, to_label, dst_env, read_only=read_only)
         opened.append(dst_provider)
         with overlay({**src_env, **dst_env} if agree else {}):
             left = left_behind(src, (job.name for job in chosen))
+            if not verify:
+                # before anything is written or planned: the dry run refuses as the move does
+                held = Migration(chosen, src, dst).conflicts()
+                if held:
+                    raise Fail(str(DestinationHasState(dst.label, held)))
             if dry_run:
                 for line in plan(chosen, src, dst) + left.lines(src.label):
                     click.echo(line)
@@ -174,6 +305,8 @@ def migrate(
                     return
                 report = migration.run()
                 left = left_behind(src, (job.name for job in chosen))
+            except DestinationHasState as exc:  # it ran a job since the check above
+                raise Fail(str(exc)) from exc
             except MigrationError as exc:
                 click.echo(f"error: {exc}", err=True)
                 sys.exit(EXIT_FAILED)

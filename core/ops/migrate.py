@@ -24,6 +24,10 @@ running it again):
 6. **Open the destination**: one commit drops the ``moving_in`` fence (or hands the lock to the
    pause that moved with the job) and marks the status ``migrated_from``.
 7. **Done**: the source's ``moved`` mark says ``done``; a re-run skips the job.
+
+Before step 1 of any job, a destination that holds state of its own for a job (it ran the job
+itself: :func:`own_state`) is refused with :class:`DestinationHasState`, nothing written:
+copying over it would take the job back (an older last success, a dead-lettered window gone).
 """
 
 from __future__ import annotations
@@ -87,6 +91,23 @@ _UNFINISHED = (RunState.RUNNING, RunState.FAILED)
 
 class MigrationError(Exception):
     """A job cannot be moved as asked (one line naming the job and why)."""
+
+
+class DestinationHasState(MigrationError):
+    """The destination holds state of its own for jobs being moved (it ran them itself):
+    copying the source's over it would take them back. Raised before anything is written;
+    ``jobs`` names them."""
+
+    def __init__(self, destination: str, held: Mapping[str, str]) -> None:
+        self.jobs = sorted(held)
+        listing = "; ".join(f"{name} ({held[name]})" for name in self.jobs)
+        super().__init__(
+            f"{destination} holds state of its own for {len(held)} job(s) being moved: "
+            f"{listing}. Copying the source's over it would take it back (false missed "
+            "alerts, lost dead-lettered windows); nothing was written. Move into a store that "
+            "has not run these jobs (close it with --prepare before its schedulers and watcher "
+            "start), or leave them out (--job)"
+        )
 
 
 @dataclass
@@ -204,9 +225,26 @@ class Migration:
         self.say = say
 
     # -- the whole run ------------------------------------------------------------------------
+    def conflicts(self) -> dict[str, str]:
+        """The jobs whose destination holds state of its own (see :func:`own_state`), each with
+        what it holds; empty when every job can be moved (or was). Reads only."""
+        found = {}
+        for job in self.jobs:
+            held = own_state(job.name, self.source, self.destination)
+            if held:
+                found[job.name] = held
+        return found
+
+    def _refuse_conflicts(self) -> None:
+        found = self.conflicts()
+        if found:
+            raise DestinationHasState(self.destination.label, found)
+
     def prepare(self) -> None:
         """Step 1 alone for every job: close the destination before its schedulers and workers
-        start, so that it runs nothing before the state is in."""
+        start, so that it runs nothing before the state is in. Raises
+        :class:`DestinationHasState`, writing nothing, when the destination ran a job itself."""
+        self._refuse_conflicts()
         for job in self.jobs:
             status = self.source.store.get(status_key_of(job.name))
             moved = _mark(status, STATUS_MOVED)
@@ -217,6 +255,9 @@ class Migration:
             self.say(f"{job.name}: closed on {self.destination.label} until its state is in")
 
     def run(self) -> Report:
+        """Steps 1-7 for every job, then the source's moved dead letters are removed. Raises
+        :class:`DestinationHasState`, writing nothing, when the destination ran a job itself."""
+        self._refuse_conflicts()
         report = Report()
         letters = letters_by_job(self.source.queue, (j.name for j in self.jobs))
         done: list[str] = []
@@ -434,7 +475,7 @@ class Migration:
                 )
             except CommitConflict:
                 continue
-            counts[STATUS] = 1
+            counts[STATUS] = 1 if data else 0  # the marks alone (the fence's own) move nothing
             return counts
         raise MigrationError(f"{name}: the destination's status kept changing; try again")
 
@@ -616,6 +657,47 @@ def _put(store: Store, key: Key, data: Mapping[str, Any]) -> None:
             continue
         return
     raise MigrationError(f"{key.kind} {key.job}/{key.id} kept changing on the destination")
+
+
+def already_moved(name: str, source: Side, destination: Side) -> bool:
+    """Whether ``name`` moved already (the source's mark is done, or the destination opened
+    for the source's migration): :meth:`Migration.move` copies nothing then."""
+    moved = _mark(source.store.get(status_key_of(name)), STATUS_MOVED)
+    if moved is None:
+        return False
+    came = _mark(destination.store.get(status_key_of(name)), STATUS_MIGRATED_FROM)
+    return bool(moved.get("done")) or (came is not None and came.get("id") == moved.get("id"))
+
+
+def own_state(name: str, source: Side, destination: Side) -> str | None:
+    """What ``destination`` holds of job ``name`` that is its own (it ran the job itself), as
+    one phrase; ``None`` when it holds nothing, or only what migrations write: closed for
+    this source (``--prepare`` or an earlier run of this migration: its own fires waited),
+    the job moved already, or it moved *away* from the destination (its state there is
+    retired and the source's continues it: migrating back). Copying over own state would
+    take the job back (an older last success, a dead-lettered window gone), so a migration
+    refuses it. What its watcher wrote alone (a check of a job that never ran there, with
+    its alert) is not its own state. Reads only."""
+    status = destination.store.get(status_key_of(name))
+    moving_in = _mark(status, STATUS_MOVING_IN)
+    if moving_in is not None and moving_in.get("from") == source.label:
+        return None
+    gone = _mark(status, STATUS_MOVED)
+    if (gone is not None and gone.get("done")) or already_moved(name, source, destination):
+        return None
+    held: list[str] = []
+    data = stripped(status.data) if status is not None else {}
+    state, success = data.get("status"), data.get("last_success_at")
+    if state or success:  # a run's: the watcher's bookkeeping alone (a check that found the
+        # job never ran, its alert) is no state of its own: the source's replaces it
+        told = [f"state {state}"] if state else []
+        told += [f"last success {success}"] if success else []
+        held.append(", ".join(told))
+    for kind in (RUN, ITEM, OUTBOX):
+        count = len(destination.store.query(kind, name))
+        if count:
+            held.append(f"{count} {kind} record(s)")
+    return ", ".join(held) or None
 
 
 def _mark(record: Record | None, name: str) -> dict[str, Any] | None:

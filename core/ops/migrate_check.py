@@ -20,7 +20,15 @@ from ..model.ports import ITEM, OUTBOX, RUN, Record
 from ..model.records import RunRecord, lock_key_of, run_key_of, status_key_of
 from ..model.runs import RunState
 from ..run.claiming import MOVED_OWNER, MOVED_TO, STATUS_MIGRATED_FROM, STATUS_MOVED
-from .migrate import Side, digest, letters_by_job, movable_item, movable_run
+from .migrate import (
+    Side,
+    already_moved,
+    digest,
+    letters_by_job,
+    movable_item,
+    movable_run,
+    stripped,
+)
 
 _KINDS: tuple[tuple[str, Callable[[Mapping[str, Any], datetime], bool]], ...] = (
     (RUN, movable_run),
@@ -40,14 +48,16 @@ def plan(
     jobs: Sequence[Job], source: Side, destination: Side, *, now: datetime | None = None
 ) -> list[str]:
     """One line per job: what a migration would move, or that it moved it already (``now``:
-    the time retention is judged at, default the real one)."""
+    the time retention is judged at, default the real one). The counts are those
+    :meth:`~cronwarden.ops.migrate.Migration.run` reports; a destination holding state of its
+    own (:meth:`~cronwarden.ops.migrate.Migration.conflicts`) is refused before either."""
     now = now or datetime.now(UTC)
     letters = letters_by_job(source.queue, (j.name for j in jobs))
     lines = []
     for job in jobs:
         status = source.store.get(status_key_of(job.name))
         moved = None if status is None else status.data.get(STATUS_MOVED)
-        if isinstance(moved, Mapping) and moved.get("done"):
+        if isinstance(moved, Mapping) and already_moved(job.name, source, destination):
             lines.append(f"{job.name}: moved to {moved.get('to')} already; nothing to do")
             continue
         counts = []
@@ -62,8 +72,9 @@ def plan(
             ):
                 forward += 1
         pause = " (paused: the pause moves)" if status and status.data.get("pause") else ""
+        moves_status = 1 if status and stripped(status.data) else 0
         lines.append(
-            f"{job.name}: would move status {1 if status else 0}, {', '.join(counts)}, "
+            f"{job.name}: would move status {moves_status}, {', '.join(counts)}, "
             f"dead letters {len(letters.get(job.name, []))}, forward {forward} unfinished "
             f"window(s) to {destination.label}{pause}"
         )
