@@ -20,10 +20,10 @@ from ..model.errors import CronwardenError
 from ..model.redaction import redact
 
 
-def _provider(provider_name: str) -> Any:
+def _provider(provider_name: str, *, read_only: bool = False) -> Any:
     from .common import setup
 
-    return setup(None, provider_name)[1]
+    return setup(None, provider_name, read_only=read_only)[1]
 
 
 _provider_option = click.option(
@@ -66,7 +66,7 @@ def ledger_list(provider: str, job_name: str, window: str | None, state: str) ->
     a mistyped name is not "nothing to resolve"."""
     from ..run.quarantine import list_items, nothing_on_record, window_on_record
 
-    prov = _provider(provider)
+    prov = _provider(provider, read_only=True)  # a listing creates no state
     try:
         store = prov.store()
         if window is not None:
@@ -108,15 +108,23 @@ def ledger_resolve(
 ) -> None:
     """Resolve quarantined ITEMS of JOB_NAME's window: ``done`` (the side effect happened) or
     ``redo`` (release them and run the window again for them)."""
-    from ..run.quarantine import resolve
+    from ..model.runs import request_attributes
+    from ..run.quarantine import resolve, window_on_record
 
     prov = _provider(provider)
     try:
+        store = prov.store()
+        try:  # any ISO form of the window, as `ledger list` takes it
+            window = window_on_record(store, job_name, window)
+        except ValueError as exc:
+            raise _Fail(f"--window {window!r}: {exc}") from None
         resolved = resolve(
-            prov.store(), job_name, window, items, as_=as_, reason=reason, now=datetime.now(UTC)
+            store, job_name, window, items, as_=as_, reason=reason, now=datetime.now(UTC)
         )
         if resolved.rerun is not None:
-            prov.queue().publish(resolved.rerun.to_json())
+            prov.queue().publish(
+                resolved.rerun.to_json(), attributes=request_attributes(resolved.rerun)
+            )
     except CronwardenError as exc:
         raise _Fail(str(exc)) from None
     finally:

@@ -167,7 +167,7 @@ def _side(
     """The provider of one side, built (and its store and queue reached once) under ``env``.
 
     ``read_only`` (``--dry-run``, ``--verify``): a local file that does not exist is not
-    created; an empty store or queue in memory stands in for it (said on stdout)."""
+    created; an empty one in a scratch folder stands in for it (said on stderr)."""
     from ..jobs.loading import provider_from_env
     from ..model.ports import STATUS, Key
     from ..ops.migrate import Side
@@ -180,21 +180,38 @@ def _side(
                 raise Fail(f"source state {path} does not exist (set {STATE_ENV})")
         missing = (_absent(name), _absent(name, queue=True)) if read_only else (None, None)
         if any(missing):
-            from ..testing.queue import MemoryQueue
-            from ..testing.store import MemoryStore
-
             side = label or name
             paths = " and ".join(filter(None, missing))
             # on stderr: stdout stays the plan (or the verdict), as when both files exist
             click.echo(f"note: {side}: {paths} not there (not created; read as empty)", err=True)
             provider = provider_from_env(name)  # builds no client: the files open on first use
-            store = MemoryStore() if missing[0] else provider.store()
-            queue = MemoryQueue() if missing[1] else provider.queue()
+            empty = _scratch_local()  # an empty state of the same kind, in a scratch folder
+            store = empty.store() if missing[0] else provider.store()
+            queue = empty.queue() if missing[1] else provider.queue()
             return provider, Side(side, store, queue)
         provider = provider_from_env(name)
         store, queue = provider.store(), provider.queue()
         store.get(Key(STATUS, "_migrate"))  # clients are made now, under this side's settings
     return provider, Side(label or name, store, queue)
+
+
+def _scratch_local() -> Any:
+    """A local provider on an empty state in a scratch folder, removed (with it closed) when
+    the command ends: what a side whose files do not exist reads as, nothing made there."""
+    import shutil
+    import tempfile
+
+    from ..jobs.loading import provider_from_env
+
+    folder = tempfile.mkdtemp(prefix="cronwarden-migrate-")
+    provider = provider_from_env("local", path=os.path.join(folder, "state.db"))
+
+    def remove() -> None:
+        provider.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+    click.get_current_context().call_on_close(remove)
+    return provider
 
 
 @click.command()

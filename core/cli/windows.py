@@ -12,17 +12,20 @@ from __future__ import annotations
 import getpass
 import sys
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import click
 
 from ..jobs.definitions import Job, JobSet
+from ..model.redaction import redact
 from ..ops.windows import (
+    PEEK_LIMIT,
     REDRIVE_REASON,
     StoreDeadLetter,
     WindowActionRefused,
     dead_lettered_windows,
+    drop_resolved_letters,
     jobs_floor,
     redrive_window,
     resolve_window,
@@ -43,6 +46,29 @@ __all__ = [
 # -- commands -------------------------------------------------------------------------------
 
 
+def _letter_line(letter: StoreDeadLetter, what: str) -> str:
+    where = "in the broker" if letter.in_broker else "not in the broker"
+    return f"{letter.job} {what}  {where}  attempts {letter.attempts}  {letter.reason[:100]}"
+
+
+def _drop_letters(store: Any, queue: Any, job: Job, when: datetime, run_key: str) -> None:
+    """After a resolve: remove the broker's dead letters of the window (a redrive of them would
+    be acknowledged unrun, and they keep the watcher's queue-wide alert on), saying how many;
+    a broker that cannot remove them is named on stderr (the resolve stands: exit 0)."""
+    try:
+        dropped = drop_resolved_letters(store, queue, job, when)
+    except Exception as exc:  # the resolve is recorded; the letter is a leftover, named
+        click.echo(
+            f"warning: the broker's dead letter(s) of {run_key} were not removed "
+            f"({type(exc).__name__}: {redact(str(exc))}); a redrive of them is acknowledged "
+            "without running, or remove them by hand",
+            err=True,
+        )
+        return
+    if dropped:
+        click.echo(f"removed {dropped} dead letter(s) of {run_key} from the dead-letter queue")
+
+
 def _window_arg(job: Job, text: str, now: datetime) -> datetime:
     from ..hosting.trigger import WindowRefused, check_window
     from ..model.schedule import parse_instant
@@ -55,9 +81,12 @@ def _window_arg(job: Job, text: str, now: datetime) -> datetime:
 
 
 def _setup(jobs_target: str, provider: str) -> tuple[JobSet, Any]:
+    """The jobs and the provider of an existing state: every command here reads or changes a
+    window that something ran (or failed to run) already, so a local state that does not exist
+    (a mistyped ``--state``) is an error naming the path, never a new, empty state."""
     from .common import setup
 
-    jobs, prov = setup(jobs_target, provider)
+    jobs, prov = setup(jobs_target, provider, read_only=True)
     return jobs, prov
 
 
@@ -84,20 +113,31 @@ def mount(dlq: click.Group) -> None:
     @JOBS
     @PROVIDER
     def dlq_windows(jobs_target: str, provider: str) -> None:
-        """Dead-lettered windows in the store, and whether the broker still holds each."""
+        """Dead-lettered windows in the store (every run record it holds), and event
+        consumers' dead-lettered runs by key, and whether the broker still holds each."""
         jobs, prov = _setup(jobs_target, provider)
         try:
-            letters = dead_lettered_windows(
-                jobs, prov.store(), prov.queue(), _now(), horizon=timedelta(days=30)
-            )
+            queue = prov.queue()
+            letters = dead_lettered_windows(jobs, prov.store(), queue, _now())
+            depth = queue.dlq_depth()
         finally:
             prov.close()
-        click.echo(f"{len(letters)} dead-lettered window(s) in the store")
-        for letter in letters:
-            where = "in the broker" if letter.in_broker else "not in the broker"
+        windows = [letter for letter in letters if not letter.event_key]
+        keyed = [letter for letter in letters if letter.event_key]
+        click.echo(f"{len(windows)} dead-lettered window(s) in the store")
+        for letter in windows:
+            click.echo(_letter_line(letter, letter.window))
+        if keyed:
             click.echo(
-                f"{letter.job} {letter.window}  {where}  attempts {letter.attempts}  "
-                f"{letter.reason[:100]}"
+                f"{len(keyed)} dead-lettered event run(s) in the store "
+                "(by key; `cronwarden dlq list` / `dlq redrive` handle their letters)"
+            )
+            for letter in keyed:
+                click.echo(_letter_line(letter, f"key {letter.window}"))
+        if depth > PEEK_LIMIT:
+            click.echo(
+                f"note: the broker holds {depth} dead letters; only the first {PEEK_LIMIT} "
+                'were looked at, so a run shown "not in the broker" may be in it'
             )
 
     @dlq.command("resolve")
@@ -114,15 +154,16 @@ def mount(dlq: click.Group) -> None:
         job = _job(jobs, job_name)
         when = _window_arg(job, window, _now())
         try:
-            run = resolve_window(
-                prov.store(), job, when, reason, actor=getpass.getuser(), now=_now()
-            )
-        except WindowActionRefused as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
+            store = prov.store()
+            try:
+                run = resolve_window(store, job, when, reason, actor=getpass.getuser(), now=_now())
+            except WindowActionRefused as exc:
+                click.echo(f"error: {exc}", err=True)
+                sys.exit(2)
+            click.echo(f"resolved {run.run_key}: {run.excused_detail}")
+            _drop_letters(store, prov.queue(), job, when, run.run_key)
         finally:
             prov.close()
-        click.echo(f"resolved {run.run_key}: {run.excused_detail}")
 
     original = dlq.commands["redrive"]
     previous: Callable[..., Any] = original.callback  # type: ignore[assignment]

@@ -96,6 +96,26 @@ def _flag(body: Mapping[str, Any], name: str) -> bool:
     raise BadRequest(f"{name} must be true or false")
 
 
+def _dropped_letters(store: Store, queue: Any, job: Job, window: datetime) -> str:
+    """Remove the broker's dead letters of a window just resolved (as ``dlq resolve`` does:
+    a redrive of them would be acknowledged unrun, and they keep the queue-wide alert on);
+    what happened, as a sentence to append. The resolve stands whatever this says."""
+    from ..ops.windows import drop_resolved_letters
+
+    if queue is None or not callable(getattr(queue, "dlq_remove", None)):
+        return ""
+    try:
+        dropped = drop_resolved_letters(store, queue, job, window)
+    except Exception as exc:  # recorded already; the leftover letter is named, not hidden
+        get_logger("ops").warning(
+            "the dead letter(s) of %s %s were not removed: %s",
+            job.name, window, type(exc).__name__,
+            extra={"event": "window.letters_kept", "job": job.name},
+        )  # fmt: skip
+        return "; its dead letter(s) stay in the dead-letter queue (not removed)"
+    return f"; removed {dropped} dead letter(s) of it" if dropped else ""
+
+
 def perform(
     name: str,
     body: Mapping[str, Any],
@@ -156,7 +176,8 @@ def perform(
             "resolved %s", run.run_key,
             extra={"event": "window.resolved", "job": job.name, "actor": actor},
         )  # fmt: skip
-        return {"run_key": run.run_key, "state": "excused", "text": run.excused_detail}
+        text = (run.excused_detail or "") + _dropped_letters(store, queue, job, window)
+        return {"run_key": run.run_key, "state": "excused", "text": text}
     if name == "rerun":
         from ..ops.manual import enqueue_by_hand
 

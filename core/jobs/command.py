@@ -14,9 +14,9 @@ with standard output and standard error merged (what cron would have mailed), an
   ``command_exit_status`` and ``command_output_bytes`` in the run's counters;
 * redacts secrets everywhere it reports output: the shared rule set of
   :mod:`cronwarden.model.redaction`, plus the values of ``env`` entries whose name marks a secret
-  and of
-  the ``require_env`` variables (registered with
-  :func:`~cronwarden.model.redaction.register_secret`).
+  (:func:`~cronwarden.model.redaction.is_secret_name`: ``PGPASSWORD``, ``MYSQL_PWD``,
+  ``API_TOKEN``...) or whose value has a secret's shape (a DSN with a password), and of the
+  ``require_env`` variables (registered with :func:`~cronwarden.model.redaction.register_secret`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from ..model.durations import DurationLike, parse_duration
 from ..model.errors import ConfigurationError, CronwardenError
 from ..model.logs import get_logger
-from ..model.redaction import redact, register_secret
+from ..model.redaction import is_secret_name, redact, register_secret
 
 if TYPE_CHECKING:
     from ..run.context import RunContext
@@ -47,6 +47,9 @@ DEFAULT_TAIL_CHARS = 4000
 _ERROR_TAIL_CHARS = 300  # the run record's error is a short snippet: keep the end of the output
 _POLL_SECONDS = 0.1
 _CHUNK = 65536
+#: the shell's working directories: "PWD" names a password in connection strings, not here
+#: (registering "/srv/app" as a secret would mask every path under it in every log line)
+_NOT_SECRET = frozenset({"PWD", "OLDPWD"})
 
 
 @dataclass(frozen=True)
@@ -234,7 +237,7 @@ def _environment(env: Mapping[str, str] | None, require_env: Iterable[str]) -> d
             )
         register_secret(value)
     for name, value in (env or {}).items():
-        if redact(f"{name}={value}") != f"{name}={value}":
+        if (is_secret_name(name) and name not in _NOT_SECRET) or redact(value) != value:
             register_secret(value)  # a secret-named variable: its value never reaches a log
         environment[name] = value
     return environment

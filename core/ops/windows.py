@@ -3,10 +3,14 @@ dead-lettered record is the truth.
 
 :func:`dead_lettered_windows` lists the dead-lettered windows the store holds, saying for each
 whether its message is in the broker's dead-letter queue ("not in the broker": the worker died
-between the dead-letter commit and the broker call, or the message expired).
+between the dead-letter commit and the broker call, or the message expired), and the
+dead-lettered runs of event consumers (by event key).
 :func:`redrive_window` runs such a window again, whether or not the broker still holds its
 message; :func:`resolve_window` accounts for a window without running it (recorded: who, when,
-why). A refused action raises :class:`WindowActionRefused` with the reason.
+why); a redriven delivery of a resolved window is acknowledged without running
+(:mod:`cronwarden.run.claiming`), and :func:`drop_resolved_letters` removes the broker's dead
+letters of a resolved window. A refused action raises :class:`WindowActionRefused` with the
+reason.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from ..model.records import (
     status_key_of,
 )
 from ..model.runs import RunRequest, RunState, format_window
+from ..run.claiming import RESOLVED
 
 REDRIVE_REASON = "redrive"  #: the run request reason of a redrive by window
 
@@ -45,38 +50,55 @@ class WindowActionRefused(Exception):
     """The window can not be redriven / resolved as asked (the message says why)."""
 
 
+#: how many of the broker's dead letters are peeked to say which windows it holds
+PEEK_LIMIT = 1000
+
+
 @dataclass(frozen=True)
 class StoreDeadLetter:
     job: str
+    #: the window's text; for an event consumer (``event_key``), the event key
     window: str
     reason: str
     attempts: int
     in_broker: bool
     finished_at: datetime | None
+    event_key: bool = False  #: a run of an event consumer (``window`` is its event key)
 
 
 def dead_lettered_windows(
-    jobs: JobSet, store: Store, dlq: DeadLetters | None, now: datetime, *, horizon: timedelta
+    jobs: JobSet,
+    store: Store,
+    dlq: DeadLetters | None,
+    now: datetime,
+    *,
+    horizon: timedelta | None = None,
 ) -> list[StoreDeadLetter]:
-    """Every dead-lettered window in the store within ``horizon``, oldest first per job;
-    ``in_broker`` says whether the broker's DLQ holds its message (peeked, up to 1000)."""
+    """Every dead-lettered run in the store: the jobs' windows (within ``horizon`` of ``now``
+    when given; by default every run record the store still holds, i.e. its retention), oldest
+    first per job, then the event consumers' runs (every record held, by event key), in one
+    query per job and consumer. ``in_broker`` says whether the broker's DLQ holds its message
+    (peeked, up to :data:`PEEK_LIMIT`)."""
     in_broker: set[str] = set()
     if dlq is not None:
-        in_broker = {letter.attributes.get("run_key", "") for letter in dlq.dlq_peek(1000)}
-    start = format_window(jobs_floor(now - horizon))
+        in_broker = {letter.attributes.get("run_key", "") for letter in dlq.dlq_peek(PEEK_LIMIT)}
+    start = None if horizon is None else format_window(jobs_floor(now - horizon))
     found: list[StoreDeadLetter] = []
-    for job in jobs:
-        for record in store.query(RUN, job.name, start=start):
+    sources = [(job.name, start, False) for job in jobs]
+    sources += [(name, None, True) for name in sorted(jobs.consumers)]
+    for name, since, keyed in sources:
+        for record in store.query(RUN, name, start=since):
             run = RunRecord.from_data(record.data)
             if run.state is RunState.DEAD_LETTERED:
                 found.append(
                     StoreDeadLetter(
-                        job.name,
+                        name,
                         record.key.id,
                         run.error or "",
                         run.attempt - run.budget_start,
                         run.run_key in in_broker,
                         run.finished_at,
+                        keyed,
                     )
                 )
     return found
@@ -134,7 +156,7 @@ def resolve_window(
         if run is None:
             run = RunRecord(job.name, format_window(window), f"{job.name}:{format_window(window)}")
             excused = run.with_(
-                state=RunState.EXCUSED, finished_at=now, excused="resolved", excused_detail=detail
+                state=RunState.EXCUSED, finished_at=now, excused=RESOLVED, excused_detail=detail
             )
             ops: list[Any] = [Create(key, excused.to_data())]
             increments = {WINDOWS_RECORDED: 1} if atomic else {}
@@ -149,7 +171,7 @@ def resolve_window(
                     "resolve it once it has finished"
                 )
             excused = run.with_(
-                state=RunState.EXCUSED, finished_at=now, excused="resolved", excused_detail=detail
+                state=RunState.EXCUSED, finished_at=now, excused=RESOLVED, excused_detail=detail
             )
             ops = [Update(key, excused.to_data(), record.version)]
             increments = {WINDOWS_OPEN: -1} if atomic else {}
@@ -160,3 +182,24 @@ def resolve_window(
             continue
         return excused
     raise WindowActionRefused(f"{job.name} {format_window(window)} kept changing; try again")
+
+
+def drop_resolved_letters(store: Store, dlq: DeadLetters, job: Job, window: datetime) -> int:
+    """Remove from the broker's dead-letter queue the letters of ``job``'s ``window`` (matched
+    by their ``job`` and ``run_key`` attributes, among the first :data:`PEEK_LIMIT` peeked),
+    once the store records that window resolved; returns how many were removed. Nothing is
+    removed unless the run record is ``excused`` (``resolved``) now, so a letter is never lost
+    for a window that still needs a run. Such a letter could only be acknowledged unrun (the
+    claim refuses a redrive of a resolved window) but would keep the watcher's queue-wide
+    ``dead_letters`` alert on. Raises :class:`NotImplementedError` from a broker binding that
+    cannot remove single letters (nothing removed)."""
+    _, run = _run_of(store, job, window)
+    if run is None or run.state is not RunState.EXCUSED or run.excused != RESOLVED:
+        return 0
+    run_key = f"{job.name}:{format_window(window)}"
+    ids = [
+        letter.message_id
+        for letter in dlq.dlq_peek(PEEK_LIMIT)
+        if letter.attributes.get("job") == job.name and letter.attributes.get("run_key") == run_key
+    ]
+    return dlq.dlq_remove(ids) if ids else 0

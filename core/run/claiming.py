@@ -68,6 +68,9 @@ _ORDERED = {*_CATCHING_UP, "schedule"}
 _BY_HAND = {"manual", "rerun", "backfill"}
 #: fires the scheduler made (a pause excuses their windows; so it does an upstream's wake-up)
 _SCHEDULED = {"schedule", "catch_up"}
+#: the ``excused`` reason of a window an operator resolved (``cronwarden dlq resolve``): a
+#: redriven delivery of it is acknowledged without running (only a run by hand reopens it)
+RESOLVED = "resolved"
 #: how long a retry of a window started before a pause waits before it looks again
 _PAUSED_RETRY_EVERY = 900.0
 #: the owner of a lock that fences a job moved to another provider (``cronwarden migrate``):
@@ -398,6 +401,22 @@ class Claimer:
                     detail=detail,
                     dead_letter_reason=dead_letter_reason_of(run, job.retry.max_attempts),
                 )
+            if _redrive_of_resolved(run, redrive):
+                # a redrive is for a dead letter; the operator settled this window since
+                detail = (
+                    f"{key} was resolved by an operator ({run.excused_detail or 'no detail'}); "
+                    "a redriven delivery does not run it (`cronwarden trigger --rerun` does)"
+                )
+                log.event(
+                    logging.INFO,
+                    "run.skipped",
+                    f"{job.name}: {detail}",
+                    reason=RESOLVED,
+                    state=run.state.value,
+                    redrive=redrive,
+                )
+                self._record_skip(job, RESOLVED, "", now, overlap=False)
+                return Refusal(Refused.DUPLICATE, reason=RESOLVED, detail=detail)
             excused_fire = run.state is RunState.EXCUSED and _refire(request.reason) and not redrive
             rerun = redrive > run.redrive  # a re-run / redrive is a newer generation
             if (run.state is RunState.SUCCEEDED and not rerun) or excused_fire:
@@ -697,16 +716,28 @@ def _refire(reason: str) -> bool:
 def _settled_by_run(record: Record | None, request: RunRequest, redrive: int) -> bool:
     """Whether the run record alone decides the claim (the lock need not be read): the window
     succeeded, was excused for a scheduled fire, or is dead-lettered, and this delivery is not
-    a newer generation (a re-run or redrive). :meth:`Claimer.judge` refuses those without
-    looking at the lock (duplicate, dead letter, or a payload mismatch)."""
+    a newer generation (a re-run or redrive); or it was resolved by an operator and this is a
+    redrive. :meth:`Claimer.judge` refuses those without looking at the lock (duplicate, dead
+    letter, or a payload mismatch)."""
     if record is None:
         return False
     run = RunRecord.from_data(record.data)
+    if run.state is RunState.EXCUSED:
+        if redrive:
+            return _redrive_of_resolved(run, redrive)
+        return _refire(request.reason)
     if redrive > run.redrive:
         return False
-    if run.state is RunState.EXCUSED:
-        return _refire(request.reason) and not redrive
     return run.state in (RunState.SUCCEEDED, RunState.DEAD_LETTERED)
+
+
+def _redrive_of_resolved(run: RunRecord, redrive: int) -> bool:
+    """A redriven delivery (``redrive`` > 0: a dead letter moved back, queue-wide or by window)
+    of a window an operator resolved: refused, whatever its generation. A re-run by hand of an
+    excused window carries no generation (``trigger`` gives one only to a succeeded or
+    dead-lettered window), so it still runs; so does a redrive of a window excused for a pause
+    or an overlap skip (a redrive counts as a run by hand there)."""
+    return bool(redrive) and run.state is RunState.EXCUSED and run.excused == RESOLVED
 
 
 def _found(conflict: CommitConflict, key: Key) -> Record | None:

@@ -95,8 +95,7 @@ def test_debug_shows_the_traceback(cw, tmp_path: Path) -> None:
         ),
         (
             ["check", "--jobs", "good.py", "--state", ""],
-            "error: Invalid value for '--state': is empty: name a state file, or leave --state "
-            "out",
+            "error: Invalid value for '--state': is empty: name a state file, or leave --state out",
         ),
         (
             ["status", "--jobs", "good.py", "--provider", "nimbus"],

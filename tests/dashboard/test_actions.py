@@ -60,6 +60,9 @@ def test_api_resolve_records_who_and_why(
     assert response.status_code == 200, response.text
     run = _run(provider, "dead", "2026-01-20T12:00Z")
     assert run.state.value == "excused" and run.excused == "resolved"
+    # its dead letter is gone too: a redrive of it could only be acknowledged unrun
+    assert "removed 1 dead letter(s)" in response.json()["text"]
+    assert provider.queue().dlq_depth() == 0
     assert "row fixed by hand (by dashboard:api" in (run.excused_detail or "")
     assert any(getattr(r, "event", None) == "window.resolved" for r in caplog.records)
     # a second resolve is refused: the window is settled now

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cronwarden.model.text import has_surrogate, storable, unstorable
@@ -12,11 +12,12 @@ from .hostile import hostile_text
 
 @settings(max_examples=40, deadline=None)
 @given(text=hostile_text(), limit=st.integers(8, 4096))
+@example(text="\x00\x00", limit=8)  # escaped to exactly the limit, and not cut
 def test_storable_text_encodes_within_its_limit(text: str, limit: int) -> None:
     made = storable(text, limit)
     assert not unstorable(made) and not has_surrogate(made)
     assert len(made.encode("utf-8")) <= limit
-    if made != text and len(made.encode("utf-8")) == limit:
+    if made != storable(text, 10**9):  # cut (not only escaped): it says so
         assert made.endswith("…")
 
 

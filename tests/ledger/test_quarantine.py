@@ -105,7 +105,7 @@ def test_quarantine_alerts_until_resolved_done(setup, tmp_path: Path) -> None:  
         "resolve",
         "fan",
         "--window",
-        WINDOW,
+        "2026-01-20T03:00:00+01:00",  # the window in another ISO form, as `ledger list` takes
         "i3",
         "--as",
         "done",
@@ -141,6 +141,9 @@ def test_resolve_redo_runs_the_window_again_for_those_items(setup, tmp_path: Pat
         "not sent",
     )
     assert code == 0 and "enqueued fan:2026-01-20T02:00Z" in out, out
+    [queued] = provider.queue().receive(1, visibility=30.0, wait=0.1)
+    assert queued.attributes["job"] == "fan" and queued.attributes["run_key"] == f"fan:{WINDOW}"
+    provider.queue().retry(queued, 0.0)
     assert Worker(engine, provider.queue()).poll(wait=0.1) == 1
     assert handler.effects - Counter(before) == Counter({"i3": 1})
     run = provider.store().get(Key(RUN, "fan", WINDOW))

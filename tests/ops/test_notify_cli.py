@@ -128,7 +128,7 @@ def test_a_missing_secret_is_a_configuration_error(
     monkeypatch.delenv("PD_KEY")
     code = run(["notify", "test", "--config", str(settings(tmp_path, http_sink, smtp_sink))])
     assert code == 2
-    assert "channels.pager.routing_key: environment variable PD_KEY is not set" in (
+    assert "channels.pager.routing_key (env:PD_KEY): the environment variable is not set" in (
         capsys.readouterr().err
     )
     assert http_sink.received == []

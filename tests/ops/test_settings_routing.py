@@ -151,16 +151,16 @@ def test_environment_alone_configures_webhook_and_heartbeat() -> None:
     [
         (
             '[channels.p]\ntype = "pagerduty"\nrouting_key = "inline-key-123"',
-            "channels.p.routing_key: give the secret by reference",
+            "channels.p.routing_key is given inline: give the secret by reference",
         ),
         (
             '[channels.p]\ntype = "pagerduty"\nrouting_key = "env:NOPE"',
-            "channels.p.routing_key: environment variable NOPE is not set",
+            "channels.p.routing_key (env:NOPE): the environment variable is not set",
         ),
         (
             '[channels.w]\ntype = "webhook"\nurl = "https://x.test"\n'
             'secret = "file:/nonexistent/s"',
-            "channels.w.secret: cannot read /nonexistent/s",
+            "channels.w.secret (file:/nonexistent/s): cannot read it",
         ),
         (
             '[channels.s]\ntype = "slack"\nurl = "https://x.test"\nowner = ["t"]',

@@ -34,26 +34,30 @@ def resolve_secret(
     platforms inject as plain environment values); it is registered for redaction either way.
     """
     if not isinstance(value, str) or not value:
-        raise ConfigurationError(f"{field}: expected env:NAME, file:/path or a value")
+        raise ConfigurationError(f"{field} is not set: expected env:NAME, file:/path or a value")
     environ = os.environ if env is None else env
     if value.startswith(ENV_PREFIX):
         name = value[len(ENV_PREFIX) :]
         resolved = environ.get(name)
         if not resolved:
-            raise ConfigurationError(f"{field}: environment variable {name} is not set or empty")
+            raise ConfigurationError(
+                f"{field} (env:{name}): the environment variable is not set or empty"
+            )
     elif value.startswith(FILE_PREFIX):
         path = Path(value[len(FILE_PREFIX) :]).expanduser()
         try:
             resolved = path.read_text(encoding="utf-8").strip()
         except OSError as exc:
-            raise ConfigurationError(f"{field}: cannot read {path}: {exc.strerror}") from None
+            raise ConfigurationError(
+                f"{field} (file:{path}): cannot read it: {exc.strerror}"
+            ) from None
         if not resolved:
-            raise ConfigurationError(f"{field}: {path} is empty")
+            raise ConfigurationError(f"{field} (file:{path}): the file is empty")
     elif inline_ok:
         resolved = value
     else:
         raise ConfigurationError(
-            f"{field}: give the secret by reference (env:NAME or file:/path), not inline"
+            f"{field} is given inline: give the secret by reference (env:NAME or file:/path)"
         )
     register_secret(resolved)
     return resolved
