@@ -204,6 +204,11 @@ class RunContext:
         done marks ride on the next batch's write only (fewer writes; up to ``batch_size`` items
         re-run after a crash).
 
+        Work each item in the loop's body, one at a time: asking for the next item is what
+        marks the last one done. ``list(ctx.items(...))``, ``sorted(...)`` or handing the
+        iterator to a thread pool's ``map`` asks for every item before any work ran, so a
+        failure after that loses the items not yet worked (a retry takes them for done).
+
         Items done by an earlier attempt are not yielded again. Items a dead owner left pending
         are *uncertain*: yielded again with ``uncertain=True`` (default) or quarantined. Reusing
         a key with a different value (by ``fingerprint_of``, default: the value itself) raises
