@@ -219,7 +219,8 @@ def _with_alerts(
     "--wait/--no-wait",
     default=True,
     show_default=True,
-    help="Also work the queue until it is empty.",
+    help="Also work the queue until it is empty (messages of jobs MODULE does not declare are "
+    "left for a worker that does).",
 )
 @GRACE
 def trigger(
@@ -494,7 +495,12 @@ mount_windows(dlq)  # dlq windows / resolve / by window
 @click.option("--from", "start", required=True, help="First window (ISO, UTC).")
 @click.option("--to", "end", help="Last window (ISO, UTC); default: now.")
 @positive_int("--limit", default=100, help="At most this many windows.")
-@click.option("--wait/--no-wait", default=False, help="Also work the queue until empty.")
+@click.option(
+    "--wait/--no-wait",
+    default=False,
+    help="Also work the queue until empty (messages of jobs MODULE does not declare are left "
+    "for a worker that does).",
+)
 @GRACE
 def backfill(
     jobs_target: str,
