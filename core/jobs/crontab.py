@@ -400,6 +400,12 @@ def _zone(env: Iterable[EnvLine], default: str | None) -> str | ValueError:
     return zone
 
 
+#: a schedule field (``*``, ``*/5``, ``0-30/10``, ``1,15``): no command starts with one
+_CRON_FIELD = re.compile(r"(\*|\d+(-\d+)?)(/\d+)?(,(\*|\d+(-\d+)?)(/\d+)?)*")
+#: user names a system crontab line usually names: a user crontab's command never does
+_USERS = frozenset({"root", "www-data", "nobody", "daemon", "postgres", "mysql", "backup"})
+
+
 def _flags(entry: CronEntry) -> tuple[Flag, ...]:
     flags: list[Flag] = []
     if entry.spec.lower() == "@reboot":
@@ -410,6 +416,29 @@ def _flags(entry: CronEntry) -> tuple[Flag, ...]:
                 "percent",
                 "an unescaped % ends the command; the rest is sent as its input: "
                 "kept as cron did it (check it was meant, e.g. date +%F needs \\%)",
+            )
+        )
+    first = entry.command.split(maxsplit=1)[0] if entry.command.strip() else ""
+    if _CRON_FIELD.fullmatch(first):
+        flags.append(
+            Flag(
+                "six-fields",
+                f"the command starts with {first!r}, which reads as a schedule field: if this "
+                "line has six fields (seconds first, not cron's), fix it; kept as cron reads it",
+            )
+        )
+    elif (
+        entry.user is None
+        and first
+        and first.isidentifier()
+        and first.islower()
+        and (" " in entry.command.strip() and first in _USERS)
+    ):
+        flags.append(
+            Flag(
+                "user-field",
+                f"the command starts with {first!r}, a user name: a system crontab's user "
+                "field? pass --system (or read it as an /etc crontab); kept as cron reads it",
             )
         )
     if redact(entry.command) != entry.command:

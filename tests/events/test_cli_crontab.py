@@ -203,3 +203,16 @@ def test_inventory_refuses_a_number_of_runs_out_of_range(tmp_path: Path) -> None
     for runs in ("0", "-3", "100000000"):
         result = _cli("inventory", str(path), "--timezone", "UTC", "--runs", runs)
         assert result.returncode == 2 and "--runs" in result.stderr, result.stderr
+
+
+def test_a_six_field_line_and_a_system_line_in_a_user_crontab_are_flagged(tmp_path: Path) -> None:
+    path = tmp_path / "crontab"
+    path.write_text(
+        "0 0 2 * * * /opt/six.sh\n15 3 * * * root /opt/sys.sh\n0 5 * * * /opt/plain.sh --x\n"
+    )
+    result = _cli("inventory", str(path), "--timezone", "UTC")
+    assert result.returncode == 0, result.stderr
+    assert "[six-fields] the command starts with '*'" in result.stdout
+    assert "[user-field] the command starts with 'root'" in result.stdout
+    plain = result.stdout.split("line 3:")[1]
+    assert "six-fields" not in plain and "user-field" not in plain
