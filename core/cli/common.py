@@ -310,14 +310,29 @@ def emit_rows(
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title)
+    # every cell as plain Text: a run's error, a job's description or a dead letter's reason is
+    # data, never Rich markup ("[/data]" in an error made the table fail; "[link=...]" hid a
+    # URL), and control characters (terminal escapes) are shown, not sent
+    table = Table(title=_plain(title))
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
         texts = cells(row) if cells else [str(row.get(c, "")) for c in columns]
-        table.add_row(*texts)
+        table.add_row(*(Text(_plain(str(text))) for text in texts))
     console = Console()
     console.print(table)
     if footer:
-        console.print(footer)
+        console.print(Text(_plain(footer)))
+
+
+def _plain(text: str) -> str:
+    """``text`` with control characters other than newline and tab shown escaped (an ESC or
+    a right-to-left override in stored data must not steer the terminal)."""
+    if text.isprintable() or all(c.isprintable() or c in "\n\t" for c in text):
+        return text
+    return "".join(
+        c if c.isprintable() or c in "\n\t" else c.encode("unicode_escape").decode("ascii")
+        for c in text
+    )

@@ -163,7 +163,7 @@ def run(
                 # the channels, routing and hooks of every host: what fires is told now
                 report = runner.watcher.check()
                 told = runner.watcher.deliveries
-                declared = {job.name for job in jobs}
+                declared = {job.name for job in jobs} | set(jobs.consumers)
                 code, line = _with_alerts(*verdict_line(outcomes), report, told, declared)
                 _print_status(report, state_info(provider, prov), line=line)
                 sys.exit(code)
@@ -321,7 +321,7 @@ def check(jobs_target: str, provider: str, webhook: str | None) -> None:
         click.echo(text)
     pending = watcher.deliveries.pending()
     unreached = _unreached(pending)
-    stray = _stray(pending, {job.name for job in jobs})
+    stray = _stray(pending, {job.name for job in jobs} | set(jobs.consumers))
     if stray:
         click.echo(
             f"note: {', '.join(stray)}: alert(s) on record for job(s) {jobs_target} does not "

@@ -388,9 +388,11 @@ def publish(
     ``target``: the consumer, or its name (a consumer declared in this process, else one of
     the job module ``$CRONWARDEN_JOBS``). ``publisher``: default, the queue of the provider
     ``$CRONWARDEN_PROVIDER`` names (made once per process). The broker's deduplication id is
-    the run key, so brokers that deduplicate drop copies, and the claim makes the rest
-    harmless. A malformed event raises :class:`MalformedEvent` here, before anything is sent;
-    an unknown consumer name raises :class:`~cronwarden.model.errors.ConfigurationError`."""
+    the run key and the event's fingerprint (:func:`event_dedup_id`), so brokers that
+    deduplicate drop copies, the claim makes the rest harmless, and a different event under
+    the same key reaches the claim (``PayloadMismatch``). A malformed event raises
+    :class:`MalformedEvent` here, before anything is sent; an unknown consumer name raises
+    :class:`~cronwarden.model.errors.ConfigurationError`."""
     if isinstance(target, str):
         target = _resolve(target)
     if publisher is None:
@@ -399,10 +401,28 @@ def publish(
     publisher.publish(
         request.to_json(),
         attributes={"consumer": target.name, "run_key": request.run_key, "kind": "event"},
-        dedup_id=request.run_key,
+        dedup_id=event_dedup_id(request.run_key, event),
         delay=delay,
     )
     return request.run_key
+
+
+#: the longest deduplication id every broker takes (Service Bus ``MessageId``, SQS: 128)
+MAX_DEDUP_ID = 128
+
+
+def event_dedup_id(run_key: str, event: Any) -> str:
+    """The broker's deduplication id of ``event`` under ``run_key``: the run key and the
+    event's fingerprint, so a broker drops copies of one event, never a *different* event
+    under the same key (that one must reach the claim, which dead-letters it as
+    ``PayloadMismatch``: dropping it at the broker would lose it without a word). Hashed
+    when longer than :data:`MAX_DEDUP_ID`."""
+    from ..model.runs import fingerprint
+
+    dedup = f"{run_key}#{fingerprint(event)[:16]}"
+    if len(dedup) <= MAX_DEDUP_ID:
+        return dedup
+    return "h#" + hashlib.sha256(dedup.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _resolve(name: str) -> EventConsumer:

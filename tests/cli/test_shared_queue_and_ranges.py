@@ -178,6 +178,9 @@ def test_dlq_list_and_redrive_with_jobs_keep_to_the_module(tmp_path: Path) -> No
         provider.close()
     drained = cw(tmp_path, "run", "--jobs", a, "--once", "-o", "json")
     assert "evbad:e:x1" in drained.stdout + drained.stderr
+    assert "not declared here" not in drained.stdout  # a consumer is declared too
+    checked = cw(tmp_path, "check", "--jobs", a)
+    assert "does not declare" not in checked.stderr, checked.stderr
     listed = cw(tmp_path, "dlq", "list", "--jobs", a, "--limit", "2", "-o", "json")
     assert listed.returncode == 0, listed.stderr
     rows = [line for line in listed.stdout.splitlines() if line.startswith("{")]

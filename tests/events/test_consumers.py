@@ -107,6 +107,17 @@ def test_duplicates_of_one_event_are_one_run_key_and_travel_deduplicated() -> No
     assert queue.receive(10) == []  # nothing was sent for the malformed event
 
 
+def test_a_different_event_under_the_same_key_is_not_dropped_by_the_broker() -> None:
+    # a broker that deduplicates must drop copies only: the claim dead-letters the other
+    # event as PayloadMismatch (docs/events.md), which needs it delivered
+    render, queue = _render(), MemoryQueue()
+    first = publish(render, {"invoice_id": "inv-8", "amount": 10}, publisher=queue)
+    second = publish(render, {"invoice_id": "inv-8", "amount": 99}, publisher=queue)
+    assert first == second == "invoice-render:e:inv-8"
+    got = queue.receive(10)
+    assert sorted(json.loads(d.body)["event"]["amount"] for d in got) == [10, 99]
+
+
 def test_received_requests_are_checked_again() -> None:
     render = _render()
     good = json.loads(render.request({"invoice_id": "a"}).to_json())

@@ -325,6 +325,22 @@ def test_slack_escapes_text_that_is_not_ours(http_sink: HttpSink) -> None:
 
 
 @pytest.mark.parametrize("card", ["adaptive", "messagecard"])
+def test_teams_shows_markdown_in_error_text_as_text(http_sink: HttpSink, card: str) -> None:
+    # card text is Markdown: an error must not render as a disguised link or in bold
+    text = "billing-sync failing: [re-authenticate](https://evil.example/login) **URGENT** now"
+    Teams("teams", http_sink.base + "/hook", card=card).deliver(
+        Alert("billing-sync", Condition.FAILING, True, text, extra=dict(FIELDS))
+    )
+    body = http_sink.at("/hook")[0].json()
+    if card == "adaptive":
+        shown = body["attachments"][0]["content"]["body"][1]["text"]
+    else:
+        shown = body["sections"][0]["text"]
+    assert "[re-authenticate](" not in shown and "**URGENT**" not in shown
+    assert r"\[re-authenticate\](https://evil.example/login) \*\*URGENT\*\*" in shown
+
+
+@pytest.mark.parametrize("card", ["adaptive", "messagecard"])
 def test_teams_escapes_card_text(http_sink: HttpSink, card: str) -> None:
     owned = Alert(
         "billing-sync",

@@ -56,6 +56,19 @@ def escape_mrkdwn(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+#: what a card's Markdown (a CommonMark subset) reads as markup: a link ``[text](url)``,
+#: emphasis, code, strike-through; each is backslash-escaped (CommonMark's literal escape)
+_CARD_MARKDOWN = str.maketrans({c: "\\" + c for c in "\\[]*_`~"})
+
+
+def escape_card_markdown(text: str) -> str:
+    """``text`` safe inside a Teams card (Markdown; a MessageCard also takes HTML): the
+    entities of :func:`escape_mrkdwn`, then Markdown's link, emphasis and code marks escaped,
+    so a job's error text cannot show a disguised link (``[re-authenticate](https://evil)``)
+    nor shout in bold."""
+    return escape_mrkdwn(text).translate(_CARD_MARKDOWN)
+
+
 def _json(value: Any) -> bytes:
     return json.dumps(value, default=str, separators=(",", ":")).encode()
 
@@ -282,10 +295,10 @@ class Teams(Channel):
         self.card = card
 
     def payload(self, alert: Alert) -> dict[str, Any]:
-        """The card; every text and fact value is escaped (:func:`escape_mrkdwn`): card text is
-        Markdown (adaptive) or Markdown with HTML (messagecard), and none of it is ours."""
+        """The card; every text and fact value is escaped (:func:`escape_card_markdown`): card
+        text is Markdown (adaptive) or Markdown with HTML (messagecard), and none of it is ours."""
         facts = [
-            (name, escape_mrkdwn(str(value)))
+            (name, escape_card_markdown(str(value)))
             for name, value in (
                 ("Job", alert.job),
                 ("Condition", alert.kind.value),
@@ -294,8 +307,8 @@ class Teams(Channel):
                 ("First check", alert.first_check or "-"),
             )
         ]
-        text = escape_mrkdwn(alert.text)
-        title = escape_mrkdwn(headline(alert))
+        text = escape_card_markdown(alert.text)
+        title = escape_card_markdown(headline(alert))
         color = "attention" if alert.firing else "good"
         if self.card == "messagecard":
             return {
