@@ -51,7 +51,12 @@ MODULE_META = {"source", "version", "count", "for_each", "depends_on", "provider
 _SKIP_PARTS = {".terraform"}
 _SECRET = re.compile(
     r"(AccountKey=|SharedAccessKey=|SharedAccessSignature=|sig=[A-Za-z0-9%]{20,}|"
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----|\"private_key\"\s*:|AIza[0-9A-Za-z_-]{35})"
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----|\"private_key\"\s*:|AIza[0-9A-Za-z_-]{35}|"
+    # a password in a URL (an index URL in a requirements file), webhook URLs whose path is
+    # the credential, and well-known token prefixes
+    r"://[^/\s:@]+:(?P<password>[^/\s@]{3,})@|hooks\.slack\.com/services/|discord(?:app)?\.com/api/webhooks/|"
+    r"\.webhook\.office\.com/|xox[abpr]-[0-9A-Za-z-]{10,}|gh[pousr]_[0-9A-Za-z]{20,}|"
+    r"sk_live_[0-9A-Za-z]{10,}|AKIA[0-9A-Z]{16})"
 )
 _MODULE_REF = re.compile(r"\bmodule\.([A-Za-z_][\w-]*)(?:\[[^\]]*\])?\.([A-Za-z_]\w*)")
 
@@ -335,11 +340,40 @@ def check_references(parsed: dict[Path, dict[str, Any]], folder: Path) -> list[s
     return sorted(set(out))
 
 
+def _shown(match: re.Match[str]) -> str:
+    """Enough of a secret-looking match to find it, never the secret: a URL's password is
+    masked, anything else cut to its first characters."""
+    found = match.group(0)
+    if match.group("password") is not None:
+        return found.replace(match.group("password"), "***")
+    if "=" in found:  # AccountKey=, sig=...: the name only
+        return found[: found.index("=") + 1]
+    if found.startswith("-----BEGIN") or found.startswith('"private_key"'):
+        return found  # a header, no key material
+    return found[:6]  # a token's prefix (xoxb-, ghp_...), a webhook host
+
+
+def _placeholder(password: str | None) -> bool:
+    """Whether a URL's password is a placeholder (``PASSWORD``, ``${VAR}``, ``<pw>``, ``***``):
+    capitals alone; a real one has digits or lower case."""
+    if password is None:
+        return False
+    return bool(re.fullmatch(r"[A-Z_]+", password)) or password.startswith(("${", "<", "*"))
+
+
+#: files that hold a local environment's secrets: never part of a rendered package
+_ENV_FILES = re.compile(r"(\.env(\..*)?|.*\.env|\.envrc|\.netrc|\.pypirc)")
+
+
 def check_secrets(folder: Path) -> list[str]:
-    """Anything that looks like a secret in a rendered file (text files only)."""
+    """Anything that looks like a secret in a rendered file (text files only), and any local
+    environment file (``.env``, ``.netrc``...) that a package holds."""
     out = []
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         if _SKIP_PARTS.intersection(path.relative_to(folder).parts) or path.suffix == ".zip":
+            continue
+        if _ENV_FILES.fullmatch(path.name):
+            out.append(f"{path.relative_to(folder)}: an environment file (secrets): remove it")
             continue
         if path.name.startswith("terraform.tfstate") or path.suffix == ".whl":
             continue
@@ -348,7 +382,10 @@ def check_secrets(folder: Path) -> list[str]:
         except (UnicodeDecodeError, OSError):
             continue
         for match in _SECRET.finditer(text):
-            out.append(f"{path.relative_to(folder)}: looks like a secret: {match.group(0)[:24]}...")
+            if _placeholder(match.group("password")):
+                continue  # a documented shape (postgresql://user:PASSWORD@HOST), no secret
+            shown = _shown(match)
+            out.append(f"{path.relative_to(folder)}: looks like a secret: {shown}...")
     return out
 
 

@@ -55,6 +55,9 @@ __getattr__ = moved_names(__name__, _MOVED)
 
 
 _SKIP_DIRS = {"__pycache__", ".git", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+#: files never shipped in a function package: local environment files hold secrets (a
+#: webhook URL, a connection string) that belong in the platform's settings, not the zip
+_SKIP_FILES = (".env", ".env.*", "*.env", ".envrc", ".netrc", ".pypirc")
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,12 @@ def write_package(
             "package entry files)"
         )
     entry = shape(plan, source, worker)
+    if source.is_package and folder.resolve().is_relative_to(source.path.resolve()):
+        # copying the package into itself would copy the copy, without end
+        raise ConfigurationError(
+            f"the output folder {folder} lies inside the job package {source.path}: render "
+            "outside it (--out)"
+        )
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
@@ -168,7 +177,7 @@ def write_package(
         shutil.copytree(
             source.path,
             folder / source.path.name,
-            ignore=shutil.ignore_patterns(*_SKIP_DIRS, "*.pyc"),
+            ignore=shutil.ignore_patterns(*_SKIP_DIRS, *_SKIP_FILES, "*.pyc"),
         )
     else:
         shutil.copyfile(source.path, folder / f"{source.import_name}.py")

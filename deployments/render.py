@@ -226,6 +226,11 @@ def render(
     )
     source = job_source(jobs_target, module)
     target = Path(out)
+    if source.is_package and target.resolve().is_relative_to(source.path.resolve()):
+        raise ConfigurationError(
+            f"--out {out} lies inside the job package {source.path}, which the function "
+            "package copies: render outside it"
+        )
     _prepare(target)
     roots = [target]
     _root(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from cronwarden.adapters.azure.ncrontab import check_portable
 from cronwarden.adapters.azure.settings import SCHEDULE_ENV_PREFIX
@@ -177,7 +178,35 @@ def plan(
                 description=job.description,
             )
         )
-    return Plan(tuple(specs), tuple(notes))
+    plan_made = Plan(tuple(specs), tuple(notes))
+    _check_consumers(jobs, clouds[0], plan_made, gcp_worker)
+    return plan_made
+
+
+def _check_consumers(jobs: JobSet, cloud: Any, made: Plan, gcp_worker: str) -> None:
+    """Refuse event consumers the deployment would cut short: the worker, its queue's
+    visibility or ack deadline and its delivery count are sized from the scheduled jobs, so a
+    consumer needing a longer run or more attempts would be stopped (or dead-lettered) early
+    without a word. Each consumer also meets the jobs' cloud's limits (``check_job``)."""
+    for name in sorted(jobs.consumers):
+        declared = jobs.consumers[name]
+        limits = renderers.JobLimits(
+            name=name,
+            runtime=_seconds(declared.max_runtime, f"{name}: max_runtime"),
+            attempts=declared.retry.max_attempts,
+            min_backoff=_seconds(declared.retry.min_backoff, f"{name}: retry.min_backoff"),
+            max_backoff=_seconds(declared.retry.max_backoff, f"{name}: retry.max_backoff"),
+            worker=gcp_worker,
+        )
+        cloud.check_job(limits)
+        if limits.runtime > made.longest_runtime or limits.attempts > made.most_attempts:
+            raise InvalidJobDefinition(
+                f"consumer {name!r}: max_runtime {limits.runtime}s and "
+                f"retry.max_attempts {limits.attempts} exceed what this deployment sizes its "
+                f"worker and queue for ({made.longest_runtime}s, {made.most_attempts} "
+                "attempts: the scheduled jobs' largest); its runs would be cut short. Lower "
+                "them, or raise a scheduled job's to at least as much"
+            )
 
 
 __all__ = [

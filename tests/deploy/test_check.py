@@ -223,6 +223,23 @@ def test_secrets_are_reported(rendered: dict[str, Rendered], tmp_path: Path) -> 
     assert check_secrets(root) == ["main.tf: looks like a secret: AccountKey=..."]
 
 
+def test_index_credentials_and_environment_files_are_reported_without_the_secret(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "function" / "pkg").mkdir(parents=True)
+    (tmp_path / "function" / "requirements.txt").write_text(
+        "--extra-index-url https://deploy:tok3nSecret@pypi.example/simple\ncronwarden==1.0\n"
+    )
+    (tmp_path / "function" / "pkg" / ".env").write_text("X=1\n")
+    (tmp_path / "README.md").write_text("DSN: postgresql://cronwarden:PASSWORD@HOST:5432/db\n")
+    found = check_secrets(tmp_path)
+    assert found == [
+        "function/pkg/.env: an environment file (secrets): remove it",
+        "function/requirements.txt: looks like a secret: ://deploy:***@...",
+    ]
+    assert "tok3nSecret" not in "".join(found)
+
+
 def test_check_body_handles_dynamic_blocks() -> None:
     schema = BlockSchema({"name": True}, {"fields": BlockSchema({"order": False})})
     body = {

@@ -331,6 +331,27 @@ def test_azure_watcher_environment_is_what_the_gcp_provider_reads() -> None:
     assert provider.queue().dead_letter_subscription.endswith("/cronwarden-worker-dead-letter")
 
 
+def test_consumers_larger_than_the_deployment_sizes_for_are_refused(tmp_path: Path) -> None:
+    """The worker, its queue's visibility and delivery count are sized from the scheduled
+    jobs: a consumer needing more would be cut short without a word."""
+    body = (
+        '@cronwarden.job("small", cron="0 3 * * *", max_runtime="1m",\n'
+        "                retry=cronwarden.Retry(max_attempts=2))\n"
+        "def small(ctx): ...\n\n"
+        '@cronwarden.consumer("orders", key="id", max_runtime="{runtime}",\n'
+        "                     retry=cronwarden.Retry(max_attempts={attempts}))\n"
+        "def orders(ctx): ...\n"
+    )
+    big = _jobs_file(tmp_path, body.format(runtime="20m", attempts=50), "big_jobs.py")
+    for provider in ("azure", "aws"):
+        with pytest.raises(InvalidJobDefinition, match=r"consumer 'orders'.*cut short"):
+            render(provider, big, tmp_path / f"big-{provider}")
+    with pytest.raises(InvalidJobDefinition, match=r"'orders': max_runtime 1200s is over the 570s"):
+        render("gcp", big, tmp_path / "big-gcp")  # the push worker's own limit comes first
+    fits = _jobs_file(tmp_path, body.format(runtime="30s", attempts=2), "fits_jobs.py")
+    render("aws", fits, tmp_path / "fits")
+
+
 def test_dotted_job_module_ships_its_package(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -345,10 +366,15 @@ def test_dotted_job_module_ships_its_package(
     )
     (package / "__pycache__").mkdir()
     (package / "__pycache__" / "junk.pyc").write_bytes(b"x")
+    (package / ".env").write_text("SLACK_URL=https://hooks.slack.com/services/T0/B0/sekrit\n")
     monkeypatch.syspath_prepend(str(tmp_path / "src"))
     result = render("gcp", "acme_jobs.nightly", tmp_path / "out")
     shipped = result.out / "function" / "acme_jobs"
+    # the local environment file (secrets) is not shipped
     assert sorted(p.name for p in shipped.iterdir()) == ["__init__.py", "helpers.py", "nightly.py"]
+    with pytest.raises(ConfigurationError, match="lies inside the job package"):
+        render("gcp", "acme_jobs.nightly", package / "deploy")  # it would copy itself forever
+    assert not (package / "deploy").exists()
     assert (
         "import acme_jobs.nightly as jobs_module" in (result.out / "function/main.py").read_text()
     )
