@@ -151,6 +151,9 @@ class CloudRenderer:
     check_job: Callable[[JobLimits], list[str]] = no_clamps
     #: (cron, time zone) => the cloud's own timer expression, when its timers need one
     timer_schedule: Callable[[str, str], str] | None = None
+    #: (job name, cron, time zone) => raises InvalidJobDefinition, naming the job, when this
+    #: cloud's scheduler cannot express it: checked by the plan, before anything is written
+    check_schedule: Callable[[str, str, str], object] | None = None
     #: (plan, job source, runs the worker) => the function package's entry files
     package: Callable[[Plan, JobSource, bool], PackageFiles] | None = None
     #: more clouds whose watcher can watch this cloud's jobs (besides ``watcher_host``)

@@ -153,6 +153,13 @@ def plan(
                 ncron = ""
         except InvalidJobDefinition as exc:
             raise InvalidJobDefinition(f"job {job.name!r}: {exc}") from None
+        if clouds[0].check_schedule is not None:  # refused now, not after the old render is gone
+            try:
+                clouds[0].check_schedule(job.name, cron, tz)
+            except InvalidJobDefinition as exc:
+                text = str(exc)
+                named = text if text.startswith("job ") else f"job {job.name!r}: {text}"
+                raise InvalidJobDefinition(named) from None
         limits = renderers.JobLimits(
             name=job.name,
             runtime=_seconds(job.max_runtime, f"{job.name}: max_runtime"),

@@ -928,6 +928,7 @@ RENDERER = rr.CloudRenderer(
     watcher_variables=external_watcher_variables,
     watcher_environment=external_watcher_environment,
     check_job=check_job,
+    check_schedule=aws_cron_of,
     package=package_files,
     watcher_hosts=("azure",),
     watcher_secrets=lambda: dict(WATCHER_SECRETS),

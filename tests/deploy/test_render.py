@@ -331,6 +331,25 @@ def test_azure_watcher_environment_is_what_the_gcp_provider_reads() -> None:
     assert provider.queue().dead_letter_subscription.endswith("/cronwarden-worker-dead-letter")
 
 
+def test_a_schedule_aws_cannot_express_is_refused_before_the_old_render_is_touched(
+    tmp_path: Path,
+) -> None:
+    good = _jobs_file(
+        tmp_path, '@cronwarden.job("ok", cron="0 3 * * *", max_runtime="1m")\ndef ok(ctx): ...\n'
+    )
+    out = tmp_path / "out"
+    render("aws", good, out)
+    before = sorted(p.relative_to(out) for p in out.rglob("*"))
+    both = _jobs_file(
+        tmp_path,
+        '@cronwarden.job("both-days", cron="0 3 1 * 1", max_runtime="1m")\ndef both(ctx): ...\n',
+        "both_jobs.py",
+    )
+    with pytest.raises(InvalidJobDefinition, match=r"job 'both-days'.*day-of-week"):
+        render("aws", both, out)
+    assert sorted(p.relative_to(out) for p in out.rglob("*")) == before  # nothing wiped
+
+
 def test_consumers_larger_than_the_deployment_sizes_for_are_refused(tmp_path: Path) -> None:
     """The worker, its queue's visibility and delivery count are sized from the scheduled
     jobs: a consumer needing more would be cut short without a word."""
