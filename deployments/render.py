@@ -173,6 +173,36 @@ def _root(
     (folder / "terraform.tfvars.example").write_text(tfvars, encoding="utf-8")
 
 
+#: job names the deployment's own schedules take (``<prefix>-watcher``...)
+_RESERVED_JOB_NAMES = ("watcher", "ext-watcher")
+#: the longest EventBridge Scheduler schedule name (``<prefix>-<job>`` is cut to it)
+_AWS_SCHEDULE_NAME = 64
+
+
+def _check_resource_names(the_plan: Plan, provider: str, prefix: str) -> None:
+    """Refuse job names whose cloud resources would clash: with the watcher's own schedule,
+    or (AWS) with each other once ``<prefix>-<job>`` is cut to 64 characters. Caught here, a
+    clash is one line; at ``terraform apply`` it is a half-made deployment."""
+    for spec in the_plan.jobs:
+        if spec.name in _RESERVED_JOB_NAMES:
+            raise ConfigurationError(
+                f"job {spec.name!r}: its scheduler would be named {prefix}-{spec.name}, the "
+                "deployment's own watcher schedule; rename the job"
+            )
+    if provider != "aws":
+        return
+    seen: dict[str, str] = {}
+    for spec in the_plan.jobs:
+        name = f"{prefix}-{spec.name}"[:_AWS_SCHEDULE_NAME]
+        if name in seen:
+            raise ConfigurationError(
+                f"jobs {seen[name]!r} and {spec.name!r}: their EventBridge schedules would both "
+                f"be named {name!r} (cut to {_AWS_SCHEDULE_NAME} characters); shorten one of "
+                "the names or --name"
+            )
+        seen[name] = spec.name
+
+
 def render(
     provider: str,
     jobs_target: str,
@@ -224,6 +254,7 @@ def render(
     the_plan = plan(
         jobs, tuple(dict.fromkeys([provider, watcher])), jobs_on=provider, gcp_worker=worker
     )
+    _check_resource_names(the_plan, provider, prefix)
     source = job_source(jobs_target, module)
     target = Path(out)
     if source.is_package and target.resolve().is_relative_to(source.path.resolve()):

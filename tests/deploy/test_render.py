@@ -350,6 +350,29 @@ def test_a_schedule_aws_cannot_express_is_refused_before_the_old_render_is_touch
     assert sorted(p.relative_to(out) for p in out.rglob("*")) == before  # nothing wiped
 
 
+def test_job_names_whose_cloud_resources_would_clash_are_refused(tmp_path: Path) -> None:
+    watcher = _jobs_file(
+        tmp_path,
+        '@cronwarden.job("watcher", cron="0 3 * * *", max_runtime="1m")\ndef w(ctx): ...\n',
+        "watcher_jobs.py",
+    )
+    for provider in ("gcp", "aws"):
+        with pytest.raises(ConfigurationError, match="the deployment's own watcher schedule"):
+            render(provider, watcher, tmp_path / f"w-{provider}")
+    long = "a" * 55
+    twins = _jobs_file(
+        tmp_path,
+        f'@cronwarden.job("{long}-one", cron="0 3 * * *", max_runtime="1m")\n'
+        "def one(ctx): ...\n\n"
+        f'@cronwarden.job("{long}-two", cron="0 4 * * *", max_runtime="1m")\n'
+        "def two(ctx): ...\n",
+        "twin_jobs.py",
+    )
+    with pytest.raises(ConfigurationError, match="would both be named"):
+        render("aws", twins, tmp_path / "twins")
+    render("gcp", twins, tmp_path / "twins-gcp")  # Cloud Scheduler names are not cut
+
+
 def test_consumers_larger_than_the_deployment_sizes_for_are_refused(tmp_path: Path) -> None:
     """The worker, its queue's visibility and delivery count are sized from the scheduled
     jobs: a consumer needing more would be cut short without a word."""
