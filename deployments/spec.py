@@ -160,14 +160,7 @@ def plan(
                 text = str(exc)
                 named = text if text.startswith("job ") else f"job {job.name!r}: {text}"
                 raise InvalidJobDefinition(named) from None
-        limits = renderers.JobLimits(
-            name=job.name,
-            runtime=_seconds(job.max_runtime, f"{job.name}: max_runtime"),
-            attempts=job.retry.max_attempts,
-            min_backoff=_seconds(job.retry.min_backoff, f"{job.name}: retry.min_backoff"),
-            max_backoff=_seconds(job.retry.max_backoff, f"{job.name}: retry.max_backoff"),
-            worker=gcp_worker,
-        )
+        limits = _limits(job.name, job.max_runtime, job.retry, gcp_worker)
         notes += clouds[0].check_job(limits)  # the jobs' cloud: its limits and clamps
         runtime, attempts = limits.runtime, limits.attempts
         lo, hi = limits.min_backoff, limits.max_backoff
@@ -190,6 +183,18 @@ def plan(
     return plan_made
 
 
+def _limits(name: str, runtime: DurationLike, retry: Any, worker: str) -> renderers.JobLimits:
+    """The bounds of job (or consumer) ``name`` as a cloud's ``check_job`` sees them."""
+    return renderers.JobLimits(
+        name=name,
+        runtime=_seconds(runtime, f"{name}: max_runtime"),
+        attempts=retry.max_attempts,
+        min_backoff=_seconds(retry.min_backoff, f"{name}: retry.min_backoff"),
+        max_backoff=_seconds(retry.max_backoff, f"{name}: retry.max_backoff"),
+        worker=worker,
+    )
+
+
 def _check_consumers(jobs: JobSet, cloud: Any, made: Plan, gcp_worker: str) -> None:
     """Refuse event consumers the deployment would cut short: the worker, its queue's
     visibility or ack deadline and its delivery count are sized from the scheduled jobs, so a
@@ -197,14 +202,7 @@ def _check_consumers(jobs: JobSet, cloud: Any, made: Plan, gcp_worker: str) -> N
     without a word. Each consumer also meets the jobs' cloud's limits (``check_job``)."""
     for name in sorted(jobs.consumers):
         declared = jobs.consumers[name]
-        limits = renderers.JobLimits(
-            name=name,
-            runtime=_seconds(declared.max_runtime, f"{name}: max_runtime"),
-            attempts=declared.retry.max_attempts,
-            min_backoff=_seconds(declared.retry.min_backoff, f"{name}: retry.min_backoff"),
-            max_backoff=_seconds(declared.retry.max_backoff, f"{name}: retry.max_backoff"),
-            worker=gcp_worker,
-        )
+        limits = _limits(name, declared.max_runtime, declared.retry, gcp_worker)
         cloud.check_job(limits)
         if limits.runtime > made.longest_runtime or limits.attempts > made.most_attempts:
             raise InvalidJobDefinition(

@@ -163,7 +163,7 @@ def run(
                 # the channels, routing and hooks of every host: what fires is told now
                 report = runner.watcher.check()
                 told = runner.watcher.deliveries
-                declared = {job.name for job in jobs} | set(jobs.consumers)
+                declared = _declared_names(jobs)
                 code, line = _with_alerts(*verdict_line(outcomes), report, told, declared)
                 _print_status(report, state_info(provider, prov), line=line)
                 sys.exit(code)
@@ -321,7 +321,7 @@ def check(jobs_target: str, provider: str, webhook: str | None) -> None:
         click.echo(text)
     pending = watcher.deliveries.pending()
     unreached = _unreached(pending)
-    stray = _stray(pending, {job.name for job in jobs} | set(jobs.consumers))
+    stray = _stray(pending, _declared_names(jobs))
     if stray:
         click.echo(
             f"note: {', '.join(stray)}: alert(s) on record for job(s) {jobs_target} does not "
@@ -331,6 +331,11 @@ def check(jobs_target: str, provider: str, webhook: str | None) -> None:
     if not report.ok or any(p.failing for p in pending) or unreached:
         sys.exit(EXIT_FAILED)
     click.echo(f"ok: {len(report.jobs)} job(s) healthy")
+
+
+def _declared_names(jobs: Any) -> set[str]:
+    """The names of ``jobs``'s jobs and event consumers."""
+    return {job.name for job in jobs} | set(jobs.consumers)
 
 
 def _stray(pending: Any, declared: set[str]) -> list[str]:
@@ -376,12 +381,11 @@ _FILTER_PEEK = 1000
 
 
 def _declares(jobs: Any, letter: Any) -> bool:
-    """Whether ``jobs`` declare the job or event consumer ``letter`` is for."""
+    """Whether ``jobs`` declare the job or event consumer ``letter`` is for (a letter that
+    names none is nobody's)."""
     attributes = letter.attributes
-    consumer = attributes.get("consumer")
-    if consumer is not None:
-        return consumer in jobs.consumers
-    return attributes.get("job") in jobs
+    named = attributes.get("consumer") or attributes.get("job")
+    return named is not None and jobs.undeclared(attributes) is None
 
 
 def _letters_of(jobs: Any, letters: list[Any]) -> list[Any]:

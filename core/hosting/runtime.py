@@ -17,7 +17,7 @@ from types import FrameType
 
 from ..jobs.definitions import JobSet
 from ..model.logs import get_logger
-from ..model.ports import Delivery, Provider
+from ..model.ports import Provider
 from ..model.schedule import utc
 from ..run.engine import Engine, EngineSettings
 from ..watch.notify import Notifier
@@ -144,7 +144,7 @@ class LocalRunner:
                 return handled
             deliveries = []
             for delivery in received:
-                name = self._undeclared(delivery)
+                name = self.jobs.undeclared(delivery.attributes)
                 if name is None:
                     deliveries.append(delivery)
                 elif left is not None:
@@ -168,16 +168,6 @@ class LocalRunner:
                 if reasons is not None and outcome is not None and outcome.reason:
                     reasons[outcome.run_key] = outcome.detail or outcome.reason
         return handled
-
-    def _undeclared(self, delivery: Delivery) -> str | None:
-        """The job (or consumer) ``delivery`` is for when these jobs do not declare it; None
-        when they do, or when it names none (a probe, a malformed body: handled as ever)."""
-        attributes = delivery.attributes
-        consumer = attributes.get("consumer")
-        if consumer is not None:
-            return None if consumer in self.jobs.consumers else consumer
-        job = attributes.get("job")
-        return None if job is None or job in self.jobs else job
 
     def serve(self, *, watch_every: float | None = 60.0) -> None:
         """Run until :meth:`stop` (or Ctrl-C): scheduler, workers and the watcher."""

@@ -302,6 +302,15 @@ class JobSet:
     def get(self, name: str) -> Job | None:
         return self._jobs.get(name)
 
+    def undeclared(self, attributes: Mapping[str, str]) -> str | None:
+        """The job or event consumer a queued message's ``attributes`` name (``consumer``,
+        else ``job``) when this set does not declare it; None when it does, or names none."""
+        consumer = attributes.get("consumer")
+        if consumer is not None:
+            return None if consumer in self.consumers else consumer
+        job = attributes.get("job")
+        return None if job is None or job in self._jobs else job
+
     def __getitem__(self, name: str) -> Job:
         return self._jobs[name]
 

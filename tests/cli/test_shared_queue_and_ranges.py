@@ -3,6 +3,7 @@ one module's command does to the other's work, and windows whose time has not co
 
 from __future__ import annotations
 
+import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -55,6 +56,14 @@ def _modules(tmp_path: Path) -> tuple[str, str]:
     return str(tmp_path / "hourly_jobs.py"), str(tmp_path / "other_jobs.py")
 
 
+def _backfill(
+    tmp_path: Path, jobs: str, first: str, last: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``cronwarden backfill --jobs JOBS hourly --from FIRST [--to LAST]``."""
+    to = ["--to", last] if last is not None else []
+    return cw(tmp_path, "backfill", "--jobs", jobs, "hourly", "--from", first, *to)
+
+
 def _run_state(tmp_path: Path, job: str, window: datetime) -> str | None:
     store = SQLiteStore(str(tmp_path / "state.db"))
     try:
@@ -67,17 +76,7 @@ def _run_state(tmp_path: Path, job: str, window: datetime) -> str | None:
 def test_trigger_leaves_another_modules_queued_windows_for_their_worker(tmp_path: Path) -> None:
     hourly, other = _modules(tmp_path)
     windows = [_HOUR - timedelta(hours=n) for n in (5, 4, 3)]
-    queued = cw(
-        tmp_path,
-        "backfill",
-        "--jobs",
-        hourly,
-        "hourly",
-        "--from",
-        format_window(windows[0]),
-        "--to",
-        format_window(windows[-1]),
-    )
+    queued = _backfill(tmp_path, hourly, format_window(windows[0]), format_window(windows[-1]))
     assert queued.returncode == 0 and "enqueued 3 window(s)" in queued.stdout, queued.stderr
     mine = format_window(_HOUR - timedelta(hours=1))
     ran = cw(tmp_path, "trigger", "--jobs", other, "other", "--window", mine, "-o", "table")
@@ -92,31 +91,11 @@ def test_trigger_leaves_another_modules_queued_windows_for_their_worker(tmp_path
 def test_backfill_refuses_windows_whose_time_has_not_come(tmp_path: Path) -> None:
     hourly, _ = _modules(tmp_path)
     later = format_window(_HOUR + timedelta(hours=3))
-    ahead = cw(
-        tmp_path,
-        "backfill",
-        "--jobs",
-        hourly,
-        "hourly",
-        "--from",
-        format_window(_HOUR),
-        "--to",
-        later,
-    )
+    ahead = _backfill(tmp_path, hourly, format_window(_HOUR), later)
     assert ahead.returncode == 2 and "--to" in ahead.stderr and "in the future" in ahead.stderr
-    starts_ahead = cw(tmp_path, "backfill", "--jobs", hourly, "hourly", "--from", later)
+    starts_ahead = _backfill(tmp_path, hourly, later)
     assert starts_ahead.returncode == 2 and "--from" in starts_ahead.stderr
-    ancient = cw(
-        tmp_path,
-        "backfill",
-        "--jobs",
-        hourly,
-        "hourly",
-        "--from",
-        "0001-01-01T00:00Z",
-        "--to",
-        "0001-01-01T03:00Z",
-    )
+    ancient = _backfill(tmp_path, hourly, "0001-01-01T00:00Z", "0001-01-01T03:00Z")
     assert ancient.returncode == 2 and "out of range" in ancient.stderr
     assert _run_state(tmp_path, "hourly", _HOUR + timedelta(hours=1)) is None
 

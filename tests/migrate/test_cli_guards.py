@@ -6,12 +6,12 @@ store given as both sides, a ``--wait`` that is no finite number of seconds; and
 from __future__ import annotations
 
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import Result, cronwarden_argv, environment, write_jobs
+from tests.cli.conftest import write_jobs
+from tests.migrate.test_cli import cw
 
 JOBS = (
     "@cronwarden.job('sync', cron='0 * * * *', max_runtime='1m')\n"
@@ -20,19 +20,6 @@ JOBS = (
     "                retry=cronwarden.Retry(max_attempts=1))\n"
     "def fails(ctx): raise RuntimeError('bad input')\n"
 )
-
-
-def cw(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Result:
-    done = subprocess.run(
-        [*cronwarden_argv(), *args],
-        capture_output=True,
-        text=True,
-        env=environment(tmp_path, env),
-        cwd=tmp_path,
-        timeout=120,
-        check=False,
-    )
-    return Result(done)
 
 
 def on(tmp_path: Path, side: str) -> dict[str, str]:
